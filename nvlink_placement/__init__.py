@@ -1,0 +1,1 @@
+"""nvlink-placement: NVLink domains as Placement resource provider subtrees."""

@@ -1,0 +1,51 @@
+"""Exceptions shared by every layer.
+
+Every error a user can cause is an :class:`NvlinkError` (or a subclass): the
+CLI prints its message and exits 1, without a traceback. Messages name the
+file, key path or resource provider involved.
+"""
+
+
+class NvlinkError(Exception):
+    """A user-facing error with a complete, self-explaining message."""
+
+
+class TopologyError(NvlinkError):
+    """A topology file (or fragment) is invalid.
+
+    :param problems: list of ``(location, message)`` tuples, where location is
+        ``"<file>: <key path>"``.
+    """
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        lines = ['%s: %s' % (loc, msg) if loc else msg
+                 for loc, msg in self.problems]
+        super().__init__('\n'.join(lines))
+
+
+class PlanError(NvlinkError):
+    """The desired tree cannot be reached safely; nothing was written.
+
+    :param problems: list of messages, one per problem found.
+    """
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+        super().__init__(
+            'refusing to write anything, the plan is invalid:\n' +
+            '\n'.join('  - %s' % p for p in self.problems))
+
+
+class PlacementError(NvlinkError):
+    """Placement answered with an error we do not recover from.
+
+    :param status: HTTP status code (int) or None for transport errors.
+    :param code: Placement error code (``errors[].code``, microversion 1.23+)
+        such as ``placement.concurrent_update``, or None.
+    """
+
+    def __init__(self, message, status=None, code=None):
+        self.status = status
+        self.code = code
+        super().__init__(message)

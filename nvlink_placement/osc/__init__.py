@@ -1,0 +1,1 @@
+"""OpenStackClient plugin: thin cliff commands, no logic of their own."""

@@ -1,0 +1,31 @@
+"""OpenStackClient plugin hooks for ``openstack nvlink ...``.
+
+Registered in ``setup.cfg`` under ``openstack.cli.extension`` as
+``nvlink``; commands live in the ``openstack.nvlink.v1`` group. The
+commands talk to Placement through the OSC session themselves (see
+:mod:`nvlink_placement.osc.common`), so the client made here only carries
+that session.
+"""
+
+API_NAME = 'nvlink'
+API_VERSION_OPTION = 'os_nvlink_api_version'
+API_VERSIONS = {'1': 'nvlink_placement.osc.plugin.Client'}
+
+
+class Client(object):
+    """Holds the OSC session and endpoint filter for Placement."""
+
+    def __init__(self, session, region_name=None, interface=None):
+        self.session = session
+        self.region_name = region_name
+        self.interface = interface
+
+
+def make_client(instance):
+    """Return a :class:`Client` for the OSC ``ClientManager``."""
+    return Client(instance.session, instance.region_name, instance.interface)
+
+
+def build_option_parser(parser):
+    """No global options: commands take their own."""
+    return parser

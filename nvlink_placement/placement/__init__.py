@@ -1,0 +1,1 @@
+"""Placement access: HTTP client, state reading, embedded server, snapshots."""

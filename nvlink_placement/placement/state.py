@@ -1,0 +1,103 @@
+"""Read the Placement state that planning needs, in constant requests.
+
+The whole provider listing comes from one ``GET /resource_providers``;
+which providers carry the traits we care about comes from one
+``GET /resource_providers?required=<trait>`` per trait (only for traits
+that exist, found with one ``GET /traits?name=in:...``). So reading the
+state of 1 or 1000 hosts costs the same handful of requests.
+"""
+
+import dataclasses
+import typing
+import urllib.parse
+
+
+PCI_TRAIT = 'COMPUTE_MANAGED_PCI_DEVICE'
+
+
+@dataclasses.dataclass
+class Provider:
+    """One resource provider as listed by Placement.
+
+    :ivar traits: the subset of the *queried* traits this RP carries (not
+        necessarily all its traits).
+    """
+    uuid: str
+    name: str
+    parent_uuid: typing.Optional[str]
+    root_uuid: str
+    generation: int
+    traits: set = dataclasses.field(default_factory=set)
+
+
+class State(object):
+    """An in-memory view of Placement providers.
+
+    :param providers: iterable of :class:`Provider`.
+    :param known_traits: set of queried trait names that exist in Placement.
+    """
+
+    def __init__(self, providers, known_traits):
+        self.by_uuid = {p.uuid: p for p in providers}
+        self.by_name = {p.name: p for p in self.by_uuid.values()}
+        self.known_traits = set(known_traits)
+        self.children = {}
+        for p in self.by_uuid.values():
+            if p.parent_uuid:
+                self.children.setdefault(p.parent_uuid, []).append(p)
+
+    def tree(self, root_uuid):
+        """All providers whose root is ``root_uuid``."""
+        return [p for p in self.by_uuid.values() if p.root_uuid == root_uuid]
+
+    def depth(self, provider):
+        """Distance from the root (root = 0)."""
+        depth = 0
+        while provider.parent_uuid:
+            provider = self.by_uuid[provider.parent_uuid]
+            depth += 1
+        return depth
+
+
+def read(client, traits):
+    """Read every provider and which of ``traits`` each carries.
+
+    :param client: :class:`PlacementClient`.
+    :param traits: trait names to resolve per provider (always includes
+        ``COMPUTE_MANAGED_PCI_DEVICE``).
+    :returns: :class:`State`.
+    """
+    traits = sorted(set(traits) | {PCI_TRAIT})
+    body = client.get('/resource_providers')
+    providers = [Provider(uuid=rp['uuid'], name=rp['name'],
+                          parent_uuid=rp.get('parent_provider_uuid'),
+                          root_uuid=rp.get('root_provider_uuid', rp['uuid']),
+                          generation=rp['generation'])
+                 for rp in body['resource_providers']]
+    by_uuid = {p.uuid: p for p in providers}
+    existing = existing_traits(client, traits)
+    for trait in sorted(existing):
+        listed = client.get('/resource_providers?' + urllib.parse.urlencode(
+            {'required': trait}), version='1.18')
+        for rp in listed['resource_providers']:
+            if rp['uuid'] in by_uuid:
+                by_uuid[rp['uuid']].traits.add(trait)
+    return State(providers, existing)
+
+
+def existing_traits(client, names):
+    """Return the subset of ``names`` that exist in Placement (1 request)."""
+    names = sorted(set(names))
+    if not names:
+        return set()
+    body = client.get('/traits?' + urllib.parse.urlencode(
+        {'name': 'in:' + ','.join(names)}), version='1.6')
+    return set(body['traits'])
+
+
+def provider_traits(client, uuid):
+    """Return ``(traits set, generation)`` of one provider."""
+    body = client.get('/resource_providers/%s/traits' % uuid, version='1.6')
+    return set(body['traits']), body['resource_provider_generation']
+
+

@@ -1,0 +1,1 @@
+"""Plan (diff desired tree vs Placement -> ordered actions) and apply it."""

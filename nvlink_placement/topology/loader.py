@@ -1,0 +1,393 @@
+"""Load and validate topology files (format version 1, DESIGN.md sec. 3).
+
+:func:`load` reads YAML or JSON, checks it against
+:data:`nvlink_placement.topology.schema.TOPOLOGY`, then checks what a
+schema cannot say (laminar groups, module ids on the board, duplicate
+addresses, RP name lengths) and builds a
+:class:`nvlink_placement.topology.model.Topology`. All problems are
+collected and raised together as one
+:class:`nvlink_placement.errors.TopologyError`, each naming the file and
+the key path, e.g. ``hosts.compute-01.gpus["0000:19:00.0"]``.
+"""
+
+import json
+import os
+import re
+
+import jsonschema
+import yaml
+
+from nvlink_placement import errors
+from nvlink_placement.topology import boards as catalog
+from nvlink_placement.topology import laminar
+from nvlink_placement.topology import model
+from nvlink_placement.topology import pci
+from nvlink_placement.topology import schema
+
+_PLAIN_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
+
+
+def keypath(parts):
+    """Format a key path: ``hosts.compute-01.gpus["0000:19:00.0"][0]``."""
+    out = ''
+    for part in parts:
+        if isinstance(part, int):
+            out += '[%d]' % part
+        elif _PLAIN_KEY.match(str(part)):
+            out += ('.' if out else '') + str(part)
+        else:
+            out += '[%s]' % json.dumps(str(part))
+    return out
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys (YAML allows them)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, 'duplicate key %r (first at line %d)'
+                % (key, seen[key] + 1), key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _reject_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    dup = next((k for k in keys if keys.count(k) > 1), None)
+    if dup is not None:
+        raise ValueError('duplicate key %r' % dup)
+    return dict(pairs)
+
+
+def read_document(path):
+    """Parse a YAML or JSON file into Python data.
+
+    JSON is chosen for a ``.json`` suffix or text starting with ``{``.
+
+    :raises TopologyError: unreadable file or syntax error (with the line).
+    """
+    try:
+        with open(path, encoding='utf-8') as f:
+            text = f.read()
+    except OSError as exc:
+        raise errors.TopologyError([(path, exc.strerror or str(exc))])
+    try:
+        if path.endswith('.json') or text.lstrip().startswith('{'):
+            return json.loads(text, object_pairs_hook=_reject_duplicates)
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except json.JSONDecodeError as exc:
+        raise errors.TopologyError(
+            [(path, 'invalid JSON at line %d column %d: %s'
+              % (exc.lineno, exc.colno, exc.msg))])
+    except ValueError as exc:
+        raise errors.TopologyError([(path, 'invalid JSON: %s' % exc)])
+    except yaml.YAMLError as exc:
+        raise errors.TopologyError([(path, 'invalid YAML: %s' % exc)])
+
+
+def _schema_problems(document, validator_schema):
+    validator = jsonschema.Draft202012Validator(validator_schema)
+    problems = []
+    for error in validator.iter_errors(document):
+        where = list(error.absolute_path)
+        if (error.validator == 'additionalProperties'
+                and isinstance(error.instance, dict)):
+            known = set(error.schema.get('properties', {}))
+            for key in sorted(set(error.instance) - known, key=str):
+                problems.append((keypath(where + [key]), 'unknown key'))
+            continue
+        if error.validator == 'oneOf':
+            message = _one_of_message(error)
+        elif error.validator == 'const' and where == ['version']:
+            message = ('unsupported format version %r (this tool reads '
+                       'version 1)' % (error.instance,))
+        else:
+            message = error.message
+        problems.append((keypath(where), message))
+    problems.sort(key=lambda p: p[0])
+    return problems
+
+
+def _one_of_message(error):
+    value = error.instance
+    if isinstance(value, dict):
+        sub = jsonschema.exceptions.best_match(error.context)
+        if sub.validator == 'additionalProperties':
+            known = set(sub.schema.get('properties', {}))
+            extra = sorted(set(sub.instance) - known, key=str)
+            return 'unknown key(s) %s' % ', '.join(map(repr, extra))
+        return sub.message
+    return ('%r is not valid here: expected %s' % (
+        value, ' or '.join(_describe(s) for s in error.validator_value)))
+
+
+def _describe(sub):
+    if sub.get('type') == 'integer':
+        return 'a non-negative integer'
+    if 'pattern' in sub and sub.get('type') == 'string':
+        return 'a decimal string' if '[0-9]' in sub['pattern'] else 'a string'
+    if sub.get('type') == 'array':
+        return 'a list'
+    if sub.get('type') == 'object':
+        return 'a mapping'
+    if 'const' in sub:
+        return repr(sub['const'])
+    return 'a %s' % sub.get('type', 'value')
+
+
+def _module_id(value):
+    if isinstance(value, dict):
+        value = value.get('module_id')
+    return None if value is None else int(value)
+
+
+def load(path):
+    """Load and validate the topology file at ``path``.
+
+    :returns: :class:`nvlink_placement.topology.model.Topology`.
+    :raises TopologyError: listing every problem found.
+    """
+    return parse(read_document(path), path)
+
+
+def parse(document, source='<topology>'):
+    """Validate a topology document already parsed into Python data.
+
+    ``gpus_file`` paths are relative to the directory of ``source``.
+    """
+    problems = [('%s: %s' % (source, where) if where else source, msg)
+                for where, msg in _schema_problems(document, schema.TOPOLOGY)]
+    if problems:
+        raise errors.TopologyError(problems)
+    checker = _Checker(source)
+    topology = checker.build(document)
+    if checker.problems:
+        raise errors.TopologyError(checker.problems)
+    return topology
+
+
+class _Checker(object):
+    """Semantic checks; collects problems instead of stopping at one."""
+
+    def __init__(self, source):
+        self.source = source
+        self.problems = []
+
+    def problem(self, parts, message, source=None):
+        where = keypath(parts)
+        src = source or self.source
+        self.problems.append(('%s: %s' % (src, where) if where else src,
+                              message))
+
+    def build(self, document):
+        prefix = document.get('group_trait_prefix',
+                              model.DEFAULT_TRAIT_PREFIX)
+        boards = self.boards(document.get('boards', {}))
+        hosts = {}
+        for name, spec in document['hosts'].items():
+            host = self.host(name, spec, boards, prefix)
+            if host is not None:
+                hosts[name] = host
+        return model.Topology(self.source, prefix, hosts)
+
+    def boards(self, specs):
+        result = {}
+        for name, spec in specs.items():
+            at = ['boards', name]
+            gpus = spec['gpus']
+            if len(set(gpus)) != len(gpus):
+                self.problem(at + ['gpus'], 'module ids repeat')
+            groups = []
+            for i, group in enumerate(spec['groups']):
+                unknown = sorted(set(group) - set(gpus))
+                if unknown:
+                    self.problem(at + ['groups', i],
+                                 'module ids %s are not in gpus' % unknown)
+                if len(set(group)) != len(group):
+                    self.problem(at + ['groups', i], 'module ids repeat')
+                groups.append(tuple(sorted(set(group))))
+            for i, j in laminar.conflicts(groups):
+                self.problem(at + ['groups', j],
+                             'group %s crosses group %d %s: NVLink groups '
+                             'must be disjoint or nested'
+                             % (list(groups[j]), i, list(groups[i])))
+            result[name] = catalog.Board(name, tuple(gpus), tuple(groups),
+                                         (), ())
+        return result
+
+    def board(self, name, boards, at):
+        if name in boards:
+            return boards[name]
+        try:
+            return catalog.get(name)
+        except KeyError:
+            self.problem(at, 'unknown board %r; defined boards: %s; '
+                         'built-in: %s' % (name, sorted(boards) or 'none',
+                                           ', '.join(catalog.names())))
+            return None
+
+    def gpus(self, name, spec):
+        at = ['hosts', name]
+        entries = []  # (raw key, value, key path parts, source file)
+        if 'gpus' in spec and 'gpus_file' in spec:
+            self.problem(at, 'give either gpus or gpus_file, not both')
+        if 'gpus' in spec:
+            entries = [(k, v, at + ['gpus', k], None)
+                       for k, v in spec['gpus'].items()]
+        elif 'gpus_file' in spec:
+            entries = self.mapping_file(spec['gpus_file'], at + ['gpus_file'])
+        gpus = {}
+        for raw, value, parts, src in entries:
+            try:
+                address = pci.normalize_address(raw)
+            except ValueError as exc:
+                self.problem(parts, str(exc), src)
+                continue
+            if address in gpus:
+                self.problem(parts, 'address %s appears twice on this host'
+                             % address, src)
+                continue
+            details = dict(value) if isinstance(value, dict) else {}
+            details.pop('module_id', None)
+            gpus[address] = model.Gpu(address, _module_id(value), details)
+        return gpus
+
+    def mapping_file(self, relpath, parts):
+        base = os.path.dirname(os.path.abspath(self.source))
+        path = os.path.join(base, relpath)
+        try:
+            document = read_document(path)
+        except errors.TopologyError as exc:
+            for loc, msg in exc.problems:
+                self.problem(parts, '%s: %s' % (loc, msg))
+            return []
+        found = _schema_problems(document, schema.MODULE_MAPPING)
+        for where, msg in found:
+            self.problems.append(('%s: %s' % (path, where) if where else path,
+                                  msg))
+        if found:
+            return []
+        return [(k, v, [k], path) for k, v in document.items()]
+
+    def host(self, name, spec, boards, prefix):
+        at = ['hosts', name]
+        gpus = self.gpus(name, spec)
+        domains = []
+        board = None
+        if 'board' in spec:
+            board = self.board(spec['board'], boards, at + ['board'])
+            if board is not None:
+                domains = self.board_domains(name, board, gpus)
+        if 'groups' in spec:
+            explicit = self.explicit_domains(name, spec['groups'], gpus)
+            if board is not None and 'groups' in spec:
+                self.agree(name, board, domains, explicit, gpus)
+            domains = explicit
+        for address, gpu in gpus.items():
+            if gpu.excluded:
+                domains = [(tuple(a for a in m if a != address), s, src)
+                           for m, s, src in domains]
+        # Domains left with fewer members (excluded GPUs) keep their size.
+        groups = model.build_groups(name, domains, gpus, prefix)
+        for group in groups:
+            if len(group.name) > model.MAX_PROVIDER_NAME:
+                self.problem(at, 'resource provider name %r is %d '
+                             'characters; Placement allows %d'
+                             % (group.name, len(group.name),
+                                model.MAX_PROVIDER_NAME))
+                break
+            if len(group.trait) > model.MAX_TRAIT_NAME:
+                self.problem(at, 'trait %r is longer than %d characters'
+                             % (group.trait, model.MAX_TRAIT_NAME))
+                break
+        for address in gpus:
+            rp_name = pci.nova_provider_name(name, address)
+            if len(rp_name) > model.MAX_PROVIDER_NAME:
+                self.problem(at + ['gpus', address],
+                             'Nova resource provider name %r is over %d '
+                             'characters' % (rp_name,
+                                             model.MAX_PROVIDER_NAME))
+        return model.Host(name, board.name if board else None, gpus, groups)
+
+    def board_domains(self, name, board, gpus):
+        at = ['hosts', name, 'gpus']
+        if not gpus:
+            self.problem(['hosts', name], 'a host with a board needs gpus '
+                         'or gpus_file (PCI address -> module id)')
+            return []
+        by_module = {}
+        for address, gpu in gpus.items():
+            if gpu.module_id is None:
+                self.problem(at + [address], 'no module id; board %s groups '
+                             'GPUs by module id' % board.name)
+            elif gpu.module_id not in board.gpus:
+                self.problem(at + [address], 'module id %d is not on board '
+                             '%s (module ids %s)' % (
+                                 gpu.module_id, board.name,
+                                 ', '.join(map(str, board.gpus))))
+            elif gpu.module_id in by_module:
+                self.problem(at + [address], 'module id %d is also given to '
+                             '%s' % (gpu.module_id,
+                                     by_module[gpu.module_id]))
+            else:
+                by_module[gpu.module_id] = address
+        return [(tuple(by_module[m] for m in group if m in by_module),
+                 len(group), 'board') for group in board.groups]
+
+    def explicit_domains(self, name, groups, gpus):
+        at = ['hosts', name, 'groups']
+        domains = []
+        implicit = not gpus
+        for i, group in enumerate(groups):
+            source = 'file'
+            if isinstance(group, dict):
+                source = group.get('source', 'file')
+                members_at = at + [i, 'members']
+                group = group['members']
+            else:
+                members_at = at + [i]
+            members = []
+            for j, raw in enumerate(group):
+                try:
+                    address = pci.normalize_address(raw)
+                except ValueError as exc:
+                    self.problem(members_at + [j], str(exc))
+                    continue
+                if address in members:
+                    self.problem(members_at + [j], 'address %s repeats in '
+                                 'this group' % address)
+                    continue
+                if address not in gpus:
+                    if not implicit:
+                        self.problem(members_at + [j], 'address %s is not '
+                                     'in this host\'s gpus' % address)
+                        continue
+                    gpus[address] = model.Gpu(address)
+                members.append(address)
+            domains.append((tuple(members), len(group), source))
+        sets = [frozenset(m) for m, _, _ in domains]
+        for i, j in laminar.conflicts(sets):
+            self.problem(at + [j], 'group %s crosses group %d %s: NVLink '
+                         'groups must be disjoint or nested' % (
+                             sorted(sets[j], key=pci.address_sort_key), i,
+                             sorted(sets[i], key=pci.address_sort_key)))
+        return domains
+
+    def agree(self, name, board, board_domains, explicit, gpus):
+        def family(domains):
+            return {frozenset(m) for m, _, _ in domains
+                    if 1 < len(m) < len(gpus)}
+        if family(board_domains) != family(explicit):
+            self.problem(['hosts', name, 'groups'],
+                         'groups disagree with board %s mapped through the '
+                         'module ids; fix the mapping or drop one of them'
+                         % board.name)

@@ -1,0 +1,51 @@
+"""PCI addresses (BDF) in the forms the kernel, nvidia-smi and Nova use.
+
+The canonical form is the sysfs one, ``dddd:bb:dd.f`` in lower case: the
+kernel prints the domain with ``%04x`` (``drivers/pci/probe.c``), so a domain
+above 0xffff keeps all its digits and an 8-digit nvidia-smi domain such as
+``00000009`` becomes ``0009``. Domains are compared as numbers, never
+truncated.
+"""
+
+import re
+
+_BDF = re.compile(
+    r'^\s*(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):'
+    r'(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])\s*$')
+
+
+def normalize_address(text):
+    """Return the sysfs form of a PCI address.
+
+    :param text: ``dddd:bb:dd.f``, ``dddddddd:bb:dd.f`` (nvidia-smi) or
+        ``bb:dd.f`` (domain 0), any case.
+    :returns: str such as ``0000:4c:00.0``.
+    :raises ValueError: if ``text`` is not a PCI address.
+    """
+    match = _BDF.match(str(text))
+    if not match:
+        raise ValueError('%r is not a PCI address (expected dddd:bb:dd.f)'
+                         % (text,))
+    domain = int(match.group('domain') or '0', 16)
+    slot = int(match.group('slot'), 16)
+    if slot > 0x1f:
+        raise ValueError('%r is not a PCI address (device %#x > 0x1f)'
+                         % (text, slot))
+    return '%04x:%02x:%02x.%s' % (domain, int(match.group('bus'), 16), slot,
+                                  match.group('function'))
+
+
+def address_sort_key(address):
+    """Sort key ordering canonical addresses numerically (domain first)."""
+    domain, bus, rest = address.split(':')
+    slot, function = rest.split('.')
+    return (int(domain, 16), int(bus, 16), int(slot, 16), int(function))
+
+
+def nova_provider_name(hypervisor_hostname, address):
+    """Name Nova gives the resource provider of a PCI device.
+
+    Nova (``nova/compute/pci_placement_translator.py``) names it
+    ``<hypervisor_hostname>_<PCI address upper-cased>``.
+    """
+    return '%s_%s' % (hypervisor_hostname, normalize_address(address).upper())
