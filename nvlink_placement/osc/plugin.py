@@ -27,5 +27,9 @@ def make_client(instance):
 
 
 def build_option_parser(parser):
-    """No global options: commands take their own."""
+    """Add ``--os-nvlink-api-version`` (OSC needs one per plugin)."""
+    parser.add_argument(
+        '--os-nvlink-api-version', metavar='<nvlink-api-version>',
+        default='1', choices=sorted(API_VERSIONS),
+        help='nvlink command set version (only 1).')
     return parser

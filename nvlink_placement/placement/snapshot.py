@@ -3,8 +3,8 @@
 A snapshot holds resource providers (uuid, name, parent, inventories,
 traits) and the allocations on them. :func:`export` reads it from any
 Placement (read only); :func:`load_into` recreates it in an empty one
-(UUIDs preserved, parents first, inventories and allocations in one
-``POST /reshaper``).
+(UUIDs preserved, parents first, all allocations in one
+``POST /allocations``).
 """
 
 import json
@@ -146,9 +146,9 @@ def _parents_first(providers):
 def load_into(client, document):
     """Recreate a validated snapshot in an empty Placement.
 
-    Requests: one PUT per custom trait and resource class, one POST per
-    provider, one PUT per provider with traits, and one ``POST /reshaper``
-    for all inventories and allocations.
+    Requests: one PUT per custom trait and resource class; per provider one
+    POST, one PUT of its traits and one of its inventories (when it has
+    them); one ``POST /allocations`` for all consumers.
     """
     providers = _parents_first(document['resource_providers'])
     classes = sorted({rc for rp in providers
@@ -162,24 +162,25 @@ def load_into(client, document):
     for trait in traits:
         client.request('PUT', '/traits/%s' % trait, version='1.6',
                        expect=(201, 204))
-    generations = {}
     for rp in providers:
         body = client.request('POST', '/resource_providers', version='1.20',
                               body={'uuid': rp['uuid'], 'name': rp['name'],
                                     'parent_provider_uuid':
                                         rp.get('parent_provider_uuid')})
-        generations[rp['uuid']] = body['generation']
+        generation = body['generation']
         if rp.get('traits'):
             body = client.request(
                 'PUT', '/resource_providers/%s/traits' % rp['uuid'],
                 version='1.6',
                 body={'traits': sorted(rp['traits']),
-                      'resource_provider_generation': body['generation']})
-            generations[rp['uuid']] = body['resource_provider_generation']
-    inventories = {rp['uuid']: {
-        'resource_provider_generation': generations[rp['uuid']],
-        'inventories': rp['inventories']}
-        for rp in providers if rp.get('inventories')}
+                      'resource_provider_generation': generation})
+            generation = body['resource_provider_generation']
+        if rp.get('inventories'):
+            client.request(
+                'PUT', '/resource_providers/%s/inventories' % rp['uuid'],
+                version='1.26',
+                body={'inventories': rp['inventories'],
+                      'resource_provider_generation': generation})
     allocations = {}
     for consumer, alloc in document.get('allocations', {}).items():
         entry = {'allocations': alloc['allocations'],
@@ -189,10 +190,11 @@ def load_into(client, document):
         if 'consumer_type' in alloc:
             entry['consumer_type'] = alloc['consumer_type']
         allocations[consumer] = entry
-    if inventories or allocations:
-        client.request('POST', '/reshaper', version='1.38',
-                       body={'inventories': inventories,
-                             'allocations': allocations})
+    if allocations:
+        client.request('POST', '/allocations', body=allocations,
+                       version='1.38' if any(
+                           'consumer_type' in a for a in allocations.values())
+                       else '1.28', expect=(204,))
 
 
 def export(client, hosts=None):

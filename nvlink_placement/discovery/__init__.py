@@ -1,0 +1,13 @@
+"""Host-side topology discovery: what `nvlink-host-inspect` reads.
+
+One module per source: :mod:`.sysfs` (PCI devices), :mod:`.nvidia_smi`
+(``nvidia-smi -q``), :mod:`.topo_matrix` (``nvidia-smi topo -m``),
+:mod:`.fabric_manager` (libnvfm and ``fmpm -l`` JSON), :mod:`.module_ids`
+(the BDF -> module id mapping file), :mod:`.health` (per-GPU health rules)
+and :mod:`.inspect`, which combines them into one host fragment.
+
+Everything here runs on a compute node where only PyYAML is installed: it
+imports the standard library, PyYAML and the standard-library-only modules
+``nvlink_placement.topology.pci/laminar/boards`` and
+``nvlink_placement.errors``, nothing else.
+"""

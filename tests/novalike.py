@@ -1,0 +1,97 @@
+"""Seed Placement the way Nova does, with the same HTTP requests.
+
+Mirrors what nova-compute's report client sends for a compute node with
+``[pci] report_in_placement = True`` (nova/compute/
+pci_placement_translator.py, nova/scheduler/client/report.py): the
+compute node RP named after the hypervisor hostname with VCPU, MEMORY_MB
+and DISK_GB; one child RP per PCI device named
+``<hypervisor_hostname>_<ADDRESS upper>`` with ``{RC: total 1,
+max_unit 1}`` and traits COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA.
+"""
+
+import uuid
+
+from nvlink_placement.topology import pci
+
+GPU_RC = 'CUSTOM_PCI_10DE_2330'
+NODE_TRAITS = ['COMPUTE_NODE', 'COMPUTE_IMAGE_TYPE_QCOW2',
+               'COMPUTE_IMAGE_TYPE_RAW', 'HW_CPU_X86_AVX2']
+PCI_TRAITS = ['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA']
+
+# Real BDF -> module id maps of two HGX H100 boards (shared/reference/
+# host-formats.md).
+BOARD1 = {'0000:19:00.0': 2, '0000:3b:00.0': 4, '0000:4c:00.0': 1,
+          '0000:5d:00.0': 3, '0000:9b:00.0': 7, '0000:bb:00.0': 5,
+          '0000:cb:00.0': 6, '0000:db:00.0': 8}
+BOARD2 = {'0000:18:00.0': 2, '0000:2a:00.0': 4, '0000:3a:00.0': 1,
+          '0000:5d:00.0': 3, '0000:9a:00.0': 6, '0000:ab:00.0': 8,
+          '0000:ba:00.0': 5, '0000:db:00.0': 7}
+
+
+def node_uuid(host):
+    """A stable compute node uuid for ``host`` (Nova's is random)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, host))
+
+
+def pci_uuid(cn_uuid, address):
+    """A stable PCI RP uuid derived from node and address."""
+    return str(uuid.uuid5(uuid.UUID(cn_uuid), address))
+
+
+def _put_inventory(client, rp_uuid, generation, inventories):
+    body = client.request(
+        'PUT', '/resource_providers/%s/inventories' % rp_uuid,
+        body={'resource_provider_generation': generation,
+              'inventories': inventories}, version='1.20')
+    return body['resource_provider_generation']
+
+
+def _put_traits(client, rp_uuid, generation, traits):
+    body = client.request(
+        'PUT', '/resource_providers/%s/traits' % rp_uuid,
+        body={'resource_provider_generation': generation,
+              'traits': sorted(traits)}, version='1.6')
+    return body['resource_provider_generation']
+
+
+def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
+              memory_mb=2063784, disk_gb=3500):
+    """Create one compute node tree as Nova would.
+
+    :returns: dict RP name -> uuid.
+    """
+    client.request('PUT', '/resource_classes/%s' % rc, version='1.7',
+                   expect=(201, 204))
+    cn = node_uuid(host)
+    rp = client.request('POST', '/resource_providers', version='1.20',
+                        body={'uuid': cn, 'name': host})
+    gen = _put_inventory(client, cn, rp['generation'], {
+        'VCPU': {'total': vcpus, 'allocation_ratio': 4.0,
+                 'max_unit': vcpus},
+        'MEMORY_MB': {'total': memory_mb, 'reserved': 512,
+                      'max_unit': memory_mb, 'allocation_ratio': 1.0},
+        'DISK_GB': {'total': disk_gb, 'max_unit': disk_gb}})
+    _put_traits(client, cn, gen, NODE_TRAITS)
+    names = {host: cn}
+    for address in sorted(addresses):
+        name = pci.nova_provider_name(host, address)
+        child = pci_uuid(cn, pci.normalize_address(address))
+        rp = client.request('POST', '/resource_providers', version='1.20',
+                            body={'uuid': child, 'name': name,
+                                  'parent_provider_uuid': cn})
+        gen = _put_inventory(client, child, rp['generation'],
+                             {rc: {'total': 1, 'max_unit': 1}})
+        _put_traits(client, child, gen, PCI_TRAITS)
+        names[name] = child
+    return names
+
+
+def allocate(client, consumer, allocations, project='p1', user='u1'):
+    """Claim resources for an instance: ``{rp_uuid: {rc: amount}}``."""
+    client.request('PUT', '/allocations/%s' % consumer, version='1.38',
+                   expect=(204,),
+                   body={'allocations': {u: {'resources': r}
+                                         for u, r in allocations.items()},
+                         'project_id': project, 'user_id': user,
+                         'consumer_generation': None,
+                         'consumer_type': 'INSTANCE'})
