@@ -246,6 +246,7 @@ class _Checker(object):
         elif 'gpus_file' in spec:
             entries = self.mapping_file(spec['gpus_file'], at + ['gpus_file'])
         gpus = {}
+        self.where = {}
         for raw, value, parts, src in entries:
             try:
                 address = pci.normalize_address(raw)
@@ -259,6 +260,7 @@ class _Checker(object):
             details = dict(value) if isinstance(value, dict) else {}
             details.pop('module_id', None)
             gpus[address] = model.Gpu(address, _module_id(value), details)
+            self.where[address] = (parts, src)
         return gpus
 
     def mapping_file(self, relpath, parts):
@@ -286,17 +288,16 @@ class _Checker(object):
         if 'board' in spec:
             board = self.board(spec['board'], boards, at + ['board'])
             if board is not None:
-                domains = self.board_domains(name, board, gpus)
+                domains = self.board_domains(name, spec, board, gpus)
         if 'groups' in spec:
             explicit = self.explicit_domains(name, spec['groups'], gpus)
             if board is not None and 'groups' in spec:
                 self.agree(name, board, domains, explicit, gpus)
             domains = explicit
-        for address, gpu in gpus.items():
-            if gpu.excluded:
-                domains = [(tuple(a for a in m if a != address), s, src)
-                           for m, s, src in domains]
-        # Domains left with fewer members (excluded GPUs) keep their size.
+        excluded = {a for a, gpu in gpus.items() if gpu.excluded}
+        # Excluded GPUs leave their domains; names and sizes stay nominal.
+        domains = [(tuple(a for a in d[0] if a not in excluded),) + d[1:]
+                   for d in domains]
         groups = model.build_groups(name, domains, gpus, prefix)
         for group in groups:
             if len(group.name) > model.MAX_PROVIDER_NAME:
@@ -318,30 +319,32 @@ class _Checker(object):
                                              model.MAX_PROVIDER_NAME))
         return model.Host(name, board.name if board else None, gpus, groups)
 
-    def board_domains(self, name, board, gpus):
-        at = ['hosts', name, 'gpus']
+    def board_domains(self, name, spec, board, gpus):
         if not gpus:
-            self.problem(['hosts', name], 'a host with a board needs gpus '
-                         'or gpus_file (PCI address -> module id)')
+            if 'gpus' not in spec and 'gpus_file' not in spec:
+                self.problem(['hosts', name], 'a host with a board needs '
+                             'gpus or gpus_file (PCI address -> module id)')
             return []
         by_module = {}
         for address, gpu in gpus.items():
+            parts, src = self.where[address]
             if gpu.module_id is None:
-                self.problem(at + [address], 'no module id; board %s groups '
-                             'GPUs by module id' % board.name)
+                self.problem(parts, 'no module id; board %s groups GPUs by '
+                             'module id' % board.name, src)
             elif gpu.module_id not in board.gpus:
-                self.problem(at + [address], 'module id %d is not on board '
-                             '%s (module ids %s)' % (
-                                 gpu.module_id, board.name,
-                                 ', '.join(map(str, board.gpus))))
+                self.problem(parts, 'module id %d is not on board %s (module '
+                             'ids %s)' % (gpu.module_id, board.name,
+                                          ', '.join(map(str, board.gpus))),
+                             src)
             elif gpu.module_id in by_module:
-                self.problem(at + [address], 'module id %d is also given to '
-                             '%s' % (gpu.module_id,
-                                     by_module[gpu.module_id]))
+                self.problem(parts, 'module id %d is also given to %s'
+                             % (gpu.module_id, by_module[gpu.module_id]),
+                             src)
             else:
                 by_module[gpu.module_id] = address
         return [(tuple(by_module[m] for m in group if m in by_module),
-                 len(group), 'board') for group in board.groups]
+                 len(group), 'board', (min(group),))
+                for group in board.groups]
 
     def explicit_domains(self, name, groups, gpus):
         at = ['hosts', name, 'groups']
@@ -373,8 +376,10 @@ class _Checker(object):
                         continue
                     gpus[address] = model.Gpu(address)
                 members.append(address)
-            domains.append((tuple(members), len(group), source))
-        sets = [frozenset(m) for m, _, _ in domains]
+            order = min((pci.address_sort_key(a) for a in members),
+                        default=())
+            domains.append((tuple(members), len(group), source, order))
+        sets = [frozenset(d[0]) for d in domains]
         for i, j in laminar.conflicts(sets):
             self.problem(at + [j], 'group %s crosses group %d %s: NVLink '
                          'groups must be disjoint or nested' % (
@@ -384,8 +389,8 @@ class _Checker(object):
 
     def agree(self, name, board, board_domains, explicit, gpus):
         def family(domains):
-            return {frozenset(m) for m, _, _ in domains
-                    if 1 < len(m) < len(gpus)}
+            return {frozenset(d[0]) for d in domains
+                    if 1 < len(d[0]) < len(gpus)}
         if family(board_domains) != family(explicit):
             self.problem(['hosts', name, 'groups'],
                          'groups disagree with board %s mapped through the '

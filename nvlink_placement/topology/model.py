@@ -133,40 +133,34 @@ def build_groups(host, domains, gpus, trait_prefix):
     """Name and nest a host's NVLink domains.
 
     :param host: host name.
-    :param domains: list of ``(members, nominal_size, source)``; members are
-        canonical addresses; the family must already be laminar. Domains
-        with fewer than two members or holding every GPU are skipped
-        (they create no resource provider).
+    :param domains: list of ``(members, nominal_size, source, order)``;
+        members are canonical addresses of the GPUs present and usable,
+        ``order`` is the sort key the letter comes from (lowest module id of
+        the full domain, else its lowest address), so names stay stable when
+        a GPU is missing or excluded. The family must already be laminar.
+        Domains with fewer than two members or holding every GPU are
+        skipped (they create no resource provider) but keep their letter.
     :param gpus: dict address -> :class:`Gpu` (for module ids).
-    :returns: list of :class:`Group`, largest first (parents first).
+    :returns: list of :class:`Group`, largest nominal size first (so
+        parents come before their children).
     """
-    total = len(gpus)
-    seen = set()
-    kept = []
-    for members, size, source in domains:
-        members = frozenset(members)
-        if len(members) < 2 or len(members) >= total or members in seen:
-            continue
-        seen.add(members)
-        kept.append((members, size, source))
-
-    def order(item):
-        members = item[0]
-        ids = [gpus[a].module_id for a in members]
-        if all(i is not None for i in ids):
-            return (0, min(ids), ())
-        return (1, 0, min(pci.address_sort_key(a) for a in members))
-
     names = {}
     per_size = {}
-    for members, size, source in sorted(kept, key=order):
+    for members, size, source, order in sorted(
+            domains, key=lambda d: (d[1], d[3])):
         index = per_size.get(size, 0)
         per_size[size] = index + 1
-        names[members] = group_name(host, size, index)
+        names.setdefault(frozenset(members), group_name(host, size, index))
 
+    total = len(gpus)
+    kept = {}
+    for members, size, source, order in domains:
+        members = frozenset(members)
+        if 2 <= len(members) < total and members not in kept:
+            kept[members] = (size, source)
     groups = []
-    for members, size, source in kept:
-        parents = [m for m, _, _ in kept if members < m]
+    for members, (size, source) in kept.items():
+        parents = [m for m in kept if members < m]
         parent = min(parents, key=len) if parents else None
         ordered = tuple(sorted(members, key=pci.address_sort_key))
         groups.append(Group(
@@ -174,5 +168,6 @@ def build_groups(host, domains, gpus, trait_prefix):
             trait='%s%d' % (trait_prefix, size), members=ordered,
             modules=tuple(gpus[a].module_id for a in ordered),
             parent=names[parent] if parent else None, source=source))
-    groups.sort(key=lambda g: (-len(g.members), g.name))
+    # A parent's nominal domain strictly contains its child's.
+    groups.sort(key=lambda g: (-g.size, g.name))
     return groups

@@ -1,0 +1,206 @@
+"""``nvidia-smi -q`` parsing and running nvidia-smi with a bounded timeout.
+
+Format facts (``reference/host-formats.md``, captures in ``data/``):
+
+- One block per GPU, opened by ``GPU 00000000:18:00.0`` at column 0, in
+  NVML index order (the order ``nvidia-smi topo -m`` numbers GPUs in).
+  Inside, ``Key : Value`` fields and section titles, nested by 4 spaces.
+- ``Bus Id`` (in ``PCI``) has an 8-digit, upper-case domain.
+- Module id: top-level ``Module ID`` on driver 555 and older; ``Module Id``
+  inside ``Platform Info`` on 565+. Matched case-insensitively, any indent.
+- ``MIG Mode``/``Current``: ``Enabled``/``Disabled``/``N/A``.
+  ``GPU Virtualization Mode``/``Virtualization Mode``: ``Host VGPU`` when
+  the vGPU manager owns the GPU.
+- ``ECC Errors``/``Volatile``: counters since the driver loaded;
+  uncorrected ones are named ``... Uncorrectable ...`` (Ampere and later)
+  or sit under ``Double Bit`` (older drivers).
+- ``Retired Pages``/``Pending Page Blacklist`` (or ``... Retirement``) and
+  ``Remapped Rows``/``Pending``: ``Yes`` when a retirement or row remap
+  waits for a GPU reset.
+- ``Temperature``/``GPU Current Temp``: ``30 C``.
+
+Lines starting with ``#`` (comments in our captures) are ignored.
+"""
+
+import dataclasses
+import re
+import shutil
+import subprocess
+
+from nvlink_placement.discovery import module_ids
+from nvlink_placement import errors
+from nvlink_placement.topology import pci
+
+DEFAULT_TIMEOUT = 5.0  # seconds; `topo -m` has been seen to take 112 s
+_GPU_HEADER = re.compile(r'^GPU\s+(\S+:\S+)\s*$')
+_TEMPERATURE = re.compile(r'^(-?\d+)\s*C$')
+
+
+@dataclasses.dataclass
+class SmiGpu:
+    """What ``nvidia-smi -q`` says about one GPU.
+
+    :ivar address: sysfs form of ``Bus Id``.
+    :ivar line: line number of the GPU's block (for messages).
+    :ivar module_id: int or None (``N/A`` or not printed).
+    :ivar mig_enabled: ``MIG Mode``/``Current`` is ``Enabled``.
+    :ivar host_vgpu: ``Virtualization Mode`` is ``Host VGPU``.
+    :ivar ecc_uncorrected: list of ``(counter name, count)`` of non-zero
+        volatile uncorrected ECC counters.
+    :ivar pending_retirement: list of the ``Pending`` fields that say
+        ``Yes`` (e.g. ``'Remapped Rows/Pending'``).
+    :ivar temperature_c: ``GPU Current Temp`` in degrees C, or None.
+    """
+
+    address: str
+    line: int
+    module_id: int | None = None
+    mig_enabled: bool = False
+    host_vgpu: bool = False
+    ecc_uncorrected: list = dataclasses.field(default_factory=list)
+    pending_retirement: list = dataclasses.field(default_factory=list)
+    temperature_c: int | None = None
+
+
+@dataclasses.dataclass
+class SmiReport:
+    """Parsed ``nvidia-smi -q``: ``source`` (a file name or the command)
+    and ``gpus``, a list of :class:`SmiGpu` in NVML index order."""
+
+    source: str
+    gpus: list
+
+    def module_ids(self):
+        """The module ids it reports, as :class:`module_ids.ModuleIds`."""
+        return module_ids.ModuleIds(self.source, {
+            g.address: g.module_id for g in self.gpus
+            if g.module_id is not None})
+
+
+def _fields(text):
+    """Yield ``(lineno, gpu header or None, path, value)`` per field line.
+
+    ``path`` is a tuple of lower-case section titles ending with the
+    lower-case key; ``value`` is None for a section title.
+    """
+    stack = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.startswith('#') or not line.strip():
+            continue
+        header = _GPU_HEADER.match(line)
+        if header:
+            stack = []
+            yield lineno, header.group(1), (), None
+            continue
+        indent = len(line) - len(line.lstrip(' '))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        key, sep, value = line.partition(':')
+        key = key.strip().lower()
+        if sep:
+            yield lineno, None, tuple(n for _, n in stack) + (key,), \
+                value.strip()
+        else:
+            stack.append((indent, key))
+
+
+def _fail(source, lineno, message):
+    raise errors.NvlinkError('%s: line %d: %s' % (source, lineno, message))
+
+
+def _address(text, source, lineno):
+    try:
+        return pci.normalize_address(text)
+    except ValueError as exc:
+        _fail(source, lineno, exc)
+
+
+def parse_query(text, source):
+    """Parse ``nvidia-smi -q`` output.
+
+    :param text: the output (comment lines starting with ``#`` ignored).
+    :param source: file name or command, used in messages.
+    :returns: :class:`SmiReport`.
+    :raises NvlinkError: with file and line when there is no GPU block, a
+        ``Bus Id`` is not a PCI address, a module id or temperature is not
+        a number, or a GPU appears twice.
+    """
+    gpus = []
+    for lineno, header, path, value in _fields(text):
+        if header is not None:
+            gpus.append(SmiGpu(address=_address(header, source, lineno),
+                               line=lineno))
+            continue
+        if not gpus or value in ('N/A', ''):
+            continue
+        gpu = gpus[-1]
+        key = path[-1]
+        if path == ('pci', 'bus id'):
+            gpu.address = _address(value, source, lineno)
+        elif key == 'module id':
+            if not value.isdigit():
+                _fail(source, lineno, 'module id %r is not a number'
+                      % value)
+            gpu.module_id = int(value)
+        elif path == ('mig mode', 'current'):
+            gpu.mig_enabled = value.lower() == 'enabled'
+        elif path == ('gpu virtualization mode', 'virtualization mode'):
+            gpu.host_vgpu = value.lower() == 'host vgpu'
+        elif path[:2] == ('ecc errors', 'volatile') and any(
+                'uncorrectable' in p or p == 'double bit' for p in path):
+            if value.isdigit() and int(value):
+                gpu.ecc_uncorrected.append(('/'.join(path[2:]),
+                                            int(value)))
+        elif (path[0] in ('retired pages', 'remapped rows') and
+              'pending' in key and value.lower() == 'yes'):
+            gpu.pending_retirement.append('/'.join(path))
+        elif path == ('temperature', 'gpu current temp'):
+            match = _TEMPERATURE.match(value)
+            if not match:
+                _fail(source, lineno, 'temperature %r is not "<n> C"'
+                      % value)
+            gpu.temperature_c = int(match.group(1))
+    if not gpus:
+        raise errors.NvlinkError(
+            '%s: no GPU block ("GPU 00000000:18:00.0") found: is this '
+            '`nvidia-smi -q` output?' % source)
+    first = {}
+    for gpu in gpus:
+        if gpu.address in first:
+            _fail(source, gpu.line, 'GPU %s was already listed at line %d'
+                  % (gpu.address, first[gpu.address]))
+        first[gpu.address] = gpu.line
+    return SmiReport(source, gpus)
+
+
+def run(arguments, timeout=DEFAULT_TIMEOUT):
+    """Run ``nvidia-smi`` with ``arguments`` when it is on PATH.
+
+    nvidia-smi sees only GPUs bound to the nvidia driver: on a passthrough
+    host (GPUs on vfio-pci) it finds none, and it can hang on a sick GPU.
+    So failures are not errors: they are returned as a note.
+
+    :param arguments: list, e.g. ``['-q']`` or ``['topo', '-m']``.
+    :param timeout: seconds before the command is killed.
+    :returns: ``(output text or None, note or None)``; both None when
+        nvidia-smi is not installed.
+    """
+    command = ['nvidia-smi'] + list(arguments)
+    shown = ' '.join(command)
+    executable = shutil.which('nvidia-smi')
+    if executable is None:
+        return None, None
+    try:
+        done = subprocess.run([executable] + list(arguments),
+                              capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None, '`%s` timed out after %g s and was not used' % (
+            shown, timeout)
+    except OSError as exc:
+        return None, '`%s` could not run: %s' % (shown, exc)
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).strip().splitlines()
+        return None, '`%s` exited with %d (%s) and was not used' % (
+            shown, done.returncode, output[0] if output else 'no output')
+    return done.stdout, None

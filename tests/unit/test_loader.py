@@ -1,0 +1,221 @@
+import json
+import os
+
+import fixtures
+from oslotest import base
+
+from nvlink_placement import errors
+from nvlink_placement.topology import loader
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), '..', '..', 'etc',
+                       'examples', 'hgx-h100.yaml')
+
+H100 = '''version: 1
+hosts:
+  compute-01:
+    board: hgx-h100-8gpu
+    gpus:
+      "0000:19:00.0": 2
+      "0000:3b:00.0": 4
+      "0000:4c:00.0": 1
+      "0000:5d:00.0": 3
+      "0000:9b:00.0": 7
+      "0000:bb:00.0": 5
+      "0000:cb:00.0": 6
+      "0000:db:00.0": 8
+'''
+
+
+class TestLoader(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+
+    def write(self, text, name='topo.yaml'):
+        path = os.path.join(self.dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def problems(self, text, name='topo.yaml'):
+        path = self.write(text, name)
+        exc = self.assertRaises(errors.TopologyError, loader.load, path)
+        return [(loc.replace(path, 'F'), msg) for loc, msg in exc.problems]
+
+    def test_example(self):
+        topology = loader.load(EXAMPLE)
+        self.assertEqual(['compute-01', 'compute-02'], list(topology.hosts))
+        host = topology.hosts['compute-02']
+        # gpus_file with 8-digit upper-case keys and string module ids.
+        self.assertEqual(1, host.gpus['0000:3a:00.0'].module_id)
+        names = {g.name: (g.members, g.parent) for g in host.groups}
+        self.assertEqual(
+            (('0000:9a:00.0', '0000:ab:00.0'),
+             'compute-02_nvlink-group-of-4-b'),
+            names['compute-02_nvlink-group-of-2-d'])
+        self.assertEqual('compute-02_nvlink-group-of-2-c',
+                         host.parent_of_gpu('0000:db:00.0'))
+
+    def test_json_and_custom_board_and_prefix(self):
+        doc = {'version': 1, 'group_trait_prefix': 'CUSTOM_NVL',
+               'boards': {'quad': {'gpus': [1, 2, 3, 4],
+                                   'groups': [[1, 2], [3, 4]]}},
+               'hosts': {'h1': {'board': 'quad', 'gpus': {
+                   '0000:01:00.0': 1, '0000:02:00.0': '2',
+                   '0000:03:00.0': 3, '0000:04:00.0': 4}}}}
+        topology = loader.load(self.write(json.dumps(doc), 't.json'))
+        groups = topology.hosts['h1'].groups
+        self.assertEqual(['h1_nvlink-group-of-2-a', 'h1_nvlink-group-of-2-b'],
+                         [g.name for g in groups])
+        self.assertEqual({'CUSTOM_NVL2'}, {g.trait for g in groups})
+
+    def test_groups_by_address_without_board(self):
+        topology = loader.load(self.write(
+            'version: 1\nhosts:\n  pcie-07:\n    groups:\n'
+            '      - ["0000:31:00.0", "0000:17:00.0"]\n'
+            '      - ["0000:4b:00.0", "0000:ca:00.0"]\n'))
+        host = topology.hosts['pcie-07']
+        self.assertEqual(4, len(host.gpus))
+        # Lettered by lowest address when there are no module ids.
+        self.assertEqual(
+            [('pcie-07_nvlink-group-of-2-a', ('0000:17:00.0',
+                                              '0000:31:00.0')),
+             ('pcie-07_nvlink-group-of-2-b', ('0000:4b:00.0',
+                                              '0000:ca:00.0'))],
+            [(g.name, g.members) for g in host.groups])
+
+    def test_whole_host_and_single_groups_create_nothing(self):
+        topology = loader.load(self.write(
+            'version: 1\nhosts:\n  h:\n    groups:\n'
+            '      - ["0000:01:00.0", "0000:02:00.0"]\n'
+            '      - ["0000:01:00.0"]\n'))
+        self.assertEqual([], topology.hosts['h'].groups)
+
+    def test_unknown_keys_everywhere(self):
+        found = self.problems('version: 1\nfoo: 1\nhosts:\n  c1:\n'
+                              '    board: hgx-h100-8gpu\n    gpu: {}\n')
+        self.assertEqual([('F: foo', 'unknown key'),
+                          ('F: hosts.c1.gpu', 'unknown key')], found)
+
+    def test_version(self):
+        found = self.problems('version: 2\nhosts: {}\n')
+        self.assertEqual([('F: version', 'unsupported format version 2 '
+                           '(this tool reads version 1)')], found)
+
+    def test_bad_module_and_address_values(self):
+        found = self.problems(H100.replace('"0000:19:00.0": 2',
+                                           '"0000:19:00.0": two'))
+        self.assertEqual('F: hosts.compute-01.gpus["0000:19:00.0"]',
+                         found[0][0])
+        self.assertIn("'two' is not valid here", found[0][1])
+
+    def test_semantic_problems_are_all_listed(self):
+        text = H100.replace('"0000:19:00.0": 2', '"0000:19:00.0": 9')
+        text = text.replace('"0000:db:00.0": 8', '"0000:DB:00.0": 1\n'
+                            '      "zz:00.0": 8\n'
+                            '      "00000000:db:00.0": 8')
+        found = dict(self.problems(text))
+        self.assertEqual(
+            'module id 9 is not on board hgx-h100-8gpu (module ids '
+            '1, 2, 3, 4, 5, 6, 7, 8)',
+            found['F: hosts.compute-01.gpus["0000:19:00.0"]'])
+        self.assertEqual("'zz:00.0' is not a PCI address (expected "
+                         "dddd:bb:dd.f)",
+                         found['F: hosts.compute-01.gpus["zz:00.0"]'])
+        self.assertEqual('address 0000:db:00.0 appears twice on this host',
+                         found['F: hosts.compute-01.gpus'
+                               '["00000000:db:00.0"]'])
+        self.assertEqual('module id 1 is also given to 0000:4c:00.0',
+                         found['F: hosts.compute-01.gpus["0000:DB:00.0"]'])
+        self.assertEqual(4, len(found))
+
+    def test_duplicate_yaml_key(self):
+        path = self.write(H100 + '      "0000:19:00.0": 2\n')
+        exc = self.assertRaises(errors.TopologyError, loader.load, path)
+        self.assertIn("duplicate key '0000:19:00.0'", str(exc))
+        self.assertIn(path, str(exc))
+
+    def test_unknown_board(self):
+        found = self.problems(H100.replace('hgx-h100-8gpu', 'hgx-z1'))
+        self.assertEqual('F: hosts.compute-01.board', found[0][0])
+        self.assertIn("unknown board 'hgx-z1'", found[0][1])
+        self.assertIn('hgx-b200-8gpu', found[0][1])
+
+    def test_crossing_groups(self):
+        found = self.problems(
+            'version: 1\nhosts:\n  h:\n    groups:\n'
+            '      - ["0000:01:00.0", "0000:02:00.0"]\n'
+            '      - ["0000:02:00.0", "0000:03:00.0"]\n'
+            '      - ["0000:04:00.0", "0000:05:00.0"]\n')
+        self.assertEqual([('F: hosts.h.groups[1]',
+                           "group ['0000:02:00.0', '0000:03:00.0'] crosses "
+                           "group 0 ['0000:01:00.0', '0000:02:00.0']: NVLink "
+                           "groups must be disjoint or nested")], found)
+
+    def test_custom_board_not_laminar(self):
+        found = self.problems(
+            'version: 1\nboards:\n  b:\n    gpus: [1, 2, 3]\n'
+            '    groups: [[1, 2], [2, 3], [4, 1]]\nhosts: {}\n')
+        self.assertEqual(
+            [('F: boards.b.groups[2]', 'module ids [4] are not in gpus'),
+             ('F: boards.b.groups[1]',
+              'group [2, 3] crosses group 0 [1, 2]: NVLink groups must be '
+              'disjoint or nested'),
+             ('F: boards.b.groups[2]',
+              'group [1, 4] crosses group 0 [1, 2]: NVLink groups must be '
+              'disjoint or nested')], found)
+
+    def test_gpus_file_errors_name_the_mapping_file(self):
+        self.write('{"0000:19:00.0": "x"}', 'maps/m.json')
+        found = self.problems('version: 1\nhosts:\n  h:\n'
+                              '    board: hgx-h100-8gpu\n'
+                              '    gpus_file: maps/m.json\n')
+        self.assertEqual(1, len(found))
+        self.assertTrue(found[0][0].endswith('maps/m.json: '
+                                             '["0000:19:00.0"]'), found)
+
+    def test_gpus_file_missing(self):
+        found = self.problems('version: 1\nhosts:\n  h:\n'
+                              '    board: hgx-h100-8gpu\n'
+                              '    gpus_file: nope.json\n')
+        self.assertEqual('F: hosts.h.gpus_file', found[0][0])
+        self.assertIn('No such file or directory', found[0][1])
+
+    def test_name_too_long(self):
+        host = 'h' * 181   # + '_nvlink-group-of-4-a' = 201 characters
+        found = self.problems(H100.replace('compute-01', host))
+        self.assertEqual('F: hosts.%s' % host, found[0][0])
+        self.assertIn('characters; Placement allows 200', found[0][1])
+
+    def test_board_and_groups_must_agree(self):
+        text = H100 + ('    groups:\n'
+                       '      - ["0000:4c:00.0", "0000:19:00.0"]\n')
+        found = self.problems(text)
+        self.assertEqual('F: hosts.compute-01.groups', found[0][0])
+        self.assertIn('disagree with board hgx-h100-8gpu', found[0][1])
+
+    def test_excluded_gpu_leaves_groups(self):
+        text = H100.replace('"0000:5d:00.0": 3',
+                            '"0000:5d:00.0": {module_id: 3, excluded: MIG}')
+        host = loader.load(self.write(text)).hosts['compute-01']
+        # {1,3} lost module 3: a single GPU creates no group, and the other
+        # groups keep their names.
+        self.assertEqual(['compute-01_nvlink-group-of-4-a',
+                          'compute-01_nvlink-group-of-4-b',
+                          'compute-01_nvlink-group-of-2-b',
+                          'compute-01_nvlink-group-of-2-c',
+                          'compute-01_nvlink-group-of-2-d'],
+                         [g.name for g in host.groups])
+        quad = [g for g in host.groups
+                if g.name == 'compute-01_nvlink-group-of-4-a'][0]
+        self.assertEqual((2, 4, 1), quad.modules)
+
+    def test_syntax_error_has_line(self):
+        path = self.write('version: 1\nhosts: [\n')
+        exc = self.assertRaises(errors.TopologyError, loader.load, path)
+        self.assertIn('line 3', str(exc))
+        path = self.write('{"version": 1,}', 'x.json')
+        exc = self.assertRaises(errors.TopologyError, loader.load, path)
+        self.assertIn('invalid JSON at line 1', str(exc))

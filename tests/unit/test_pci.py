@@ -1,0 +1,37 @@
+from oslotest import base
+
+from nvlink_placement.topology import pci
+
+
+class TestNormalize(base.BaseTestCase):
+
+    def test_forms(self):
+        cases = {
+            '0000:19:00.0': '0000:19:00.0',
+            '00000000:4C:00.0': '0000:4c:00.0',
+            '4c:00.0': '0000:4c:00.0',
+            '00000009:01:00.0': '0009:01:00.0',      # Grace
+            # Hyper-V: the kernel prints %04x, so all 7 digits stay.
+            '03F8CFDD:00:00.0': '3f8cfdd:00:00.0',
+            '00010000:01:02.3': '10000:01:02.3',     # above 0xffff
+            ' 0001:AB:1F.7 ': '0001:ab:1f.7',
+        }
+        for text, expected in cases.items():
+            self.assertEqual(expected, pci.normalize_address(text), text)
+
+    def test_rejects(self):
+        for text in ('zz', '0000:19:00', '0000:19:00.8', '0000:119:00.0',
+                     '0000:19:20.0', '', '000000000:19:00.0'):
+            self.assertRaises(ValueError, pci.normalize_address, text)
+
+    def test_nova_name(self):
+        self.assertEqual('compute-01_0000:4C:00.0',
+                         pci.nova_provider_name('compute-01',
+                                                '00000000:4c:00.0'))
+
+    def test_sort_key_is_numeric(self):
+        addresses = ['10000:00:00.0', '0009:01:00.0', '0000:9b:00.0',
+                     '0000:19:00.0']
+        self.assertEqual(['0000:19:00.0', '0000:9b:00.0', '0009:01:00.0',
+                          '10000:00:00.0'],
+                         sorted(addresses, key=pci.address_sort_key))
