@@ -1,0 +1,80 @@
+"""End to end: gunicorn Placement, the installed ``openstack`` CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import requests
+from oslotest import base
+
+from nvlink_placement.placement import client as pc
+from tests.functional import base as fbase
+from tests import novalike
+from tests import placement_server
+
+
+def openstack(*args):
+    """Run the installed ``openstack`` CLI; returns CompletedProcess."""
+    exe = os.path.join(os.path.dirname(sys.executable), 'openstack')
+    return subprocess.run([exe] + list(args), capture_output=True,
+                          text=True, timeout=300)
+
+
+class TestReshapeOverHttp(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.server = placement_server.PlacementServer().start()
+        self.addCleanup(self.server.stop)
+        self.client = pc.PlacementClient(self.server.adapter())
+        novalike.seed_host(self.client, 'compute-01', novalike.BOARD1)
+        novalike.seed_host(self.client, 'compute-02', novalike.BOARD2)
+
+    def get(self, path):
+        response = requests.get(self.server.url + path, headers={
+            'X-Auth-Token': 'admin',
+            'OpenStack-API-Version': 'placement 1.37'}, timeout=30)
+        self.assertEqual(200, response.status_code, response.text)
+        return response.json()
+
+    def test_reshape_check_and_tree(self):
+        auth = self.server.cli_auth()
+        check = openstack('nvlink', 'check', '--topology',
+                          fbase.H100_TOPOLOGY, '-f', 'json', *auth)
+        self.assertEqual(2, check.returncode, check.stderr)
+        self.assertEqual(43, len(json.loads(check.stdout)))
+
+        done = openstack('nvlink', 'reshape', '--topology',
+                         fbase.H100_TOPOLOGY, '-f', 'json', *auth)
+        self.assertEqual(0, done.returncode, done.stderr)
+        rows = json.loads(done.stdout)
+        self.assertEqual(43, len(rows))
+        self.assertEqual({'host', 'action', 'provider', 'parent', 'detail'},
+                         set(rows[0]))
+
+        providers = self.get('/resource_providers')['resource_providers']
+        by_uuid = {p['uuid']: p['name'] for p in providers}
+        parent = {p['name']: by_uuid.get(p['parent_provider_uuid'])
+                  for p in providers}
+        self.assertEqual(2 + 16 + 12, len(providers))
+        self.assertEqual('compute-01_nvlink-group-of-2-a',
+                         parent['compute-01_0000:4C:00.0'])
+        self.assertEqual('compute-01_nvlink-group-of-2-a',
+                         parent['compute-01_0000:5D:00.0'])
+        self.assertEqual('compute-02_nvlink-group-of-2-c',
+                         parent['compute-02_0000:DB:00.0'])
+        self.assertEqual('compute-02', parent['compute-02_nvlink-group-of-4-b'])
+        group = [p for p in providers
+                 if p['name'] == 'compute-02_nvlink-group-of-2-c'][0]
+        traits = self.get('/resource_providers/%s/traits' % group['uuid'])
+        self.assertEqual(['CUSTOM_OWNER_NVLINK_PLACEMENT',
+                          'CUSTOM_PCI_GROUP2'], sorted(traits['traits']))
+
+        again = openstack('nvlink', 'reshape', '--topology',
+                          fbase.H100_TOPOLOGY, '-f', 'json', *auth)
+        self.assertEqual(0, again.returncode, again.stderr)
+        self.assertEqual([], json.loads(again.stdout))
+        check = openstack('nvlink', 'check', '--topology',
+                          fbase.H100_TOPOLOGY, *auth)
+        self.assertEqual(0, check.returncode, check.stderr)

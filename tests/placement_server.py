@@ -1,0 +1,121 @@
+"""A real Placement served over HTTP by gunicorn on 127.0.0.1.
+
+Used by the end-to-end tests and the benchmarks. Placement runs with
+``[api] auth_strategy = noauth2`` (the token ``admin`` is an admin) on a
+SQLite file, one worker (two would lock the file), as in
+``shared/reference/openstack.md``.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import requests
+
+CONFIG = """[DEFAULT]
+debug = False
+[api]
+auth_strategy = noauth2
+[placement_database]
+connection = sqlite:///{db}
+sync_on_startup = True
+[placement]
+max_allocation_candidates = 1000
+allocation_candidates_generation_strategy = breadth-first
+[workarounds]
+optimize_for_wide_provider_trees = True
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class PlacementServer(object):
+    """Start/stop gunicorn serving ``placement.wsgi.api:application``.
+
+    One thread by default: with SQLite, concurrent writers get "database is
+    locked" (HTTP 500) from Placement; a real deployment uses MySQL.
+
+    :ivar url: base URL, e.g. ``http://127.0.0.1:38291``.
+    """
+
+    def __init__(self, threads=1, connection=None, workers=1):
+        self.threads = threads
+        self.workers = workers
+        self.connection = connection
+        self.dir = None
+        self.process = None
+        self.url = None
+
+    def start(self, timeout=60):
+        self.dir = tempfile.mkdtemp(prefix='placement-')
+        config = CONFIG.format(db=os.path.join(self.dir, 'placement.db'))
+        if self.connection:
+            config = config.replace(
+                'connection = sqlite:///%s' % os.path.join(
+                    self.dir, 'placement.db'),
+                'connection = %s' % self.connection)
+        with open(os.path.join(self.dir, 'placement.conf'), 'w') as f:
+            f.write(config)
+        port = free_port()
+        self.url = 'http://127.0.0.1:%d' % port
+        env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self.dir)
+        gunicorn = os.path.join(os.path.dirname(sys.executable), 'gunicorn')
+        if not os.path.exists(gunicorn):
+            gunicorn = shutil.which('gunicorn')
+        self.log = open(os.path.join(self.dir, 'gunicorn.log'), 'w')
+        self.process = subprocess.Popen(
+            [gunicorn, '-w', str(self.workers), '--threads',
+             str(self.threads), '-b', '127.0.0.1:%d' % port,
+             '--log-level', 'warning', 'placement.wsgi.api:application'],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError('gunicorn exited: %s' % self.logs())
+            try:
+                if requests.get(self.url + '/', timeout=2).status_code == 200:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError('Placement did not answer in %ds' % timeout)
+
+    def logs(self):
+        with open(os.path.join(self.dir, 'gunicorn.log')) as f:
+            return f.read()[-4000:]
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.dir:
+            self.log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def adapter(self):
+        """A keystoneauth Adapter onto this server (admin token)."""
+        from keystoneauth1 import adapter
+        from keystoneauth1 import session
+        from keystoneauth1 import token_endpoint
+        auth = token_endpoint.Token(self.url, 'admin')
+        return adapter.Adapter(session.Session(auth=auth),
+                               service_type='placement')
+
+    def cli_auth(self):
+        """``openstack`` CLI options for this server."""
+        return ['--os-auth-type', 'admin_token', '--os-token', 'admin',
+                '--os-endpoint', self.url]
