@@ -25,6 +25,7 @@ import ctypes
 import dataclasses
 import json
 
+from nvlink_placement.discovery import files
 from nvlink_placement.discovery import module_ids
 from nvlink_placement import errors
 from nvlink_placement.topology import boards
@@ -142,6 +143,13 @@ HINTS = {
         'Fabric Manager did not answer in time (is it running, at that '
         'address?)',
 }
+# Hints that depend on the call as well (nv_fm_agent.h).
+CALL_HINTS = {
+    ('fmActivateFabricPartition', _CODE['FM_ST_IN_USE']):
+        'the partition is already active',
+    ('fmDeactivateFabricPartition', _CODE['FM_ST_UNINITIALIZED']):
+        'the partition is not active (or Fabric Manager restarted)',
+}
 # Codes after which one reconnection is tried (FM restarts drop clients).
 RECONNECT_CODES = (_CODE['FM_ST_CONNECTION_NOT_VALID'],
                    _CODE['FM_ST_UNINITIALIZED'])
@@ -159,8 +167,9 @@ class FabricManagerError(errors.NvlinkError):
         self.code = code
         self.name = RETURN_CODES.get(code, 'unknown return code')
         message = '%s: %s failed: %s (%d)' % (where, call, self.name, code)
-        if code in HINTS:
-            message += ': ' + HINTS[code]
+        hint = CALL_HINTS.get((call, code), HINTS.get(code))
+        if hint:
+            message += ': ' + hint
         super().__init__(message)
 
 
@@ -185,16 +194,21 @@ Partition.__doc__ = """A supported fabric partition: ``id`` (int),
 
 @dataclasses.dataclass
 class FmReport:
-    """Supported partitions and where they came from (``source``: e.g.
-    ``Fabric Manager at 127.0.0.1:6666`` or an fmpm JSON file name)."""
+    """Supported partitions and where they came from.
+
+    :ivar source: e.g. ``Fabric Manager at 127.0.0.1:6666`` or an fmpm
+        JSON file name.
+    :ivar partitions: list of :class:`Partition`.
+    """
 
     source: str
     partitions: list
 
 
 def usable_pci_bus_id(text, where):
-    """Return FM's ``pciBusId`` in sysfs form, or None when it is empty or
-    all zeros (FM on HGX H100+ does not fill it).
+    """Return FM's ``pciBusId`` in sysfs form, or None when unusable.
+
+    None when it is empty or all zeros (FM on HGX H100+ leaves it so).
 
     :raises NvlinkError: naming ``where`` when it is not a PCI address.
     """
@@ -347,8 +361,11 @@ class FabricManagerClient:
         self.close()
 
     def _call(self, call, *args):
-        """Call ``call(handle, *args)``; reconnect once when FM dropped
-        the connection (CONNECTION_NOT_VALID or UNINITIALIZED)."""
+        """Call ``call(handle, *args)``, reconnecting once if needed.
+
+        FM restarts drop clients: on CONNECTION_NOT_VALID or
+        UNINITIALIZED the connection is made again and the call repeated.
+        """
         function = getattr(self._library, call)
         code = function(self._handle, *args)
         if code in RECONNECT_CODES:
@@ -382,13 +399,14 @@ class FabricManagerClient:
                 raise errors.NvlinkError('%s has %d GPUs, more than %d'
                                          % (where, info.numGpus,
                                             FM_MAX_NUM_GPUS))
-            partitions.append(Partition(info.partitionId,
-                                        bool(info.isActive), tuple(
+            gpus = tuple(
                 PartitionGpu(gpu.physicalId,
                              usable_pci_bus_id(gpu.pciBusId.decode(
                                  'ascii', 'replace'), where),
                              gpu.numNvLinksAvailable, gpu.maxNumNvLinks)
-                for gpu in info.gpuInfo[:info.numGpus])))
+                for gpu in info.gpuInfo[:info.numGpus])
+            partitions.append(Partition(info.partitionId,
+                                        bool(info.isActive), gpus))
         return partitions
 
     def activate_partition(self, partition_id):
@@ -464,13 +482,7 @@ def parse_fmpm_json(text, source):
 
 def read_fmpm_json(path):
     """Read an ``fmpm -l`` JSON file; see :func:`parse_fmpm_json`."""
-    try:
-        with open(path, encoding='utf-8') as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise errors.NvlinkError('cannot read fmpm JSON file %s: %s'
-                                 % (path, exc.strerror or exc))
-    return parse_fmpm_json(text, path)
+    return parse_fmpm_json(files.read_text(path, 'fmpm JSON file'), path)
 
 
 @dataclasses.dataclass
@@ -539,8 +551,8 @@ def fm_view(report, host_addresses, known_module_ids):
            for pid, m in members}
     groups = [tuple(sorted(g, key=pci.address_sort_key))
               for g in table.groups]
-    degraded = {a: ['%d of %d NVLinks available (%s)' % (n, m,
-                                                          report.source)]
+    degraded = {a: ['%d of %d NVLinks available (%s)'
+                    % (n, m, report.source)]
                 for a, (n, m) in sorted(links.items()) if n < m}
     return FmView(groups, [ids[g] for g in groups],
                   [pid for pid, _ in table.dropped], degraded)

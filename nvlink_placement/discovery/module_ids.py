@@ -11,6 +11,7 @@ as ints or decimal strings.
 
 import json
 
+from nvlink_placement.discovery import files
 from nvlink_placement import errors
 from nvlink_placement.topology import pci
 
@@ -93,13 +94,7 @@ def read_mapping(path):
 
     :raises NvlinkError: when the file cannot be read or parsed.
     """
-    try:
-        with open(path, encoding='utf-8') as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise errors.NvlinkError('cannot read mapping file %s: %s'
-                                 % (path, exc.strerror or exc))
-    return parse_mapping(text, path)
+    return parse_mapping(files.read_text(path, 'mapping file'), path)
 
 
 def merge(sources):

@@ -64,8 +64,11 @@ class SmiGpu:
 
 @dataclasses.dataclass
 class SmiReport:
-    """Parsed ``nvidia-smi -q``: ``source`` (a file name or the command)
-    and ``gpus``, a list of :class:`SmiGpu` in NVML index order."""
+    """Parsed ``nvidia-smi -q``.
+
+    :ivar source: a file name or the command.
+    :ivar gpus: list of :class:`SmiGpu` in NVML index order.
+    """
 
     source: str
     gpus: list

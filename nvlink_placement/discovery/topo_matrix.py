@@ -50,8 +50,10 @@ class TopoMatrix:
     lines: dict
 
     def link(self, a, b):
-        """The link between devices ``a`` and ``b`` (either row), or None
-        when neither row was captured."""
+        """The link between devices ``a`` and ``b``, read from either row.
+
+        None when neither row was captured.
+        """
         return self.cells.get((a, b), self.cells.get((b, a)))
 
 
@@ -205,8 +207,8 @@ def analyse(matrix, addresses, nvswitch_board):
     counts = collections.Counter(nv_count(link) for link in pairs.values()
                                  if nv_count(link))
     expected = max(counts, key=lambda n: (counts[n], n)) if counts else 0
-    components = _components(matrix.gpus, [p for p, link in pairs.items()
-                                            if nv_count(link)])
+    nv_pairs = [p for p, link in pairs.items() if nv_count(link)]
+    components = _components(matrix.gpus, nv_pairs)
     single = nvswitch_board or len(components) == 1
     domains = ([frozenset(name.values())] if single else
                [frozenset(name[g] for g in c) for c in components])

@@ -1,11 +1,13 @@
-"""``openstack nvlink reshape`` and ``openstack nvlink check``."""
+"""``openstack nvlink reshape``, ``check`` and ``flatten``."""
 
 import logging
 
 from osc_lib.command import command
 
+from nvlink_placement import errors
 from nvlink_placement.osc import common
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
@@ -15,19 +17,27 @@ LOG = logging.getLogger(__name__)
 DEFAULT_WORKERS = 8
 
 
-def add_common_arguments(parser):
-    parser.add_argument('--topology', metavar='FILE', required=True,
-                        help='Topology file (YAML or JSON, version 1).')
+def desired_hosts(parsed_args, health=True):
+    topology = loader.load(parsed_args.topology)
+    hosts = topology_cmd.select_hosts(topology, parsed_args.host)
+    return [desired.from_topology(h, health=health) for h in hosts]
+
+
+def add_host_argument(parser):
     parser.add_argument('--host', metavar='HOST', action='append',
                         default=[],
                         help='Only this compute host (repeatable; default: '
                              'every host of the topology).')
 
 
-def desired_hosts(parsed_args):
-    topology = loader.load(parsed_args.topology)
-    hosts = topology_cmd.select_hosts(topology, parsed_args.host)
-    return [desired.from_topology(h) for h in hosts]
+def add_apply_arguments(parser):
+    parser.add_argument('--dry-run', action='store_true',
+                        help='Print the actions, write nothing.')
+    parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
+                        metavar='N',
+                        help='Hosts applied in parallel (default %d).'
+                             % DEFAULT_WORKERS)
+    common.add_placement_arguments(parser)
 
 
 class _PlanCommand(command.Lister):
@@ -38,6 +48,33 @@ class _PlanCommand(command.Lister):
         super().run(parsed_args)
         return self.exit_code
 
+    def apply(self, parsed_args, hosts, more_hosts=None):
+        """Plan, apply unless --dry-run, and return the output rows."""
+        tracker = _Tracker()
+        with common.placement(self.app, parsed_args) as client:
+            if not parsed_args.dry_run:
+                tracker.bar = common.progress(len(hosts), self.cmd_name)
+            try:
+                result = run.run(client, hosts,
+                                 apply=not parsed_args.dry_run,
+                                 workers=max(1, parsed_args.workers),
+                                 on_action=tracker.action,
+                                 on_host=tracker.host,
+                                 more_hosts=more_hosts)
+            finally:
+                if tracker.bar is not None:
+                    tracker.bar.close()
+        shown = result.written() if result.applied else result.actions
+        for failure in result.failures:
+            LOG.error('%s: failed after %d writes: %s', failure.host,
+                      failure.done, failure.error)
+        if result.failures:
+            LOG.error('%d hosts failed; run the command again once fixed: '
+                      'it continues from where it stopped',
+                      len(result.failures))
+            self.exit_code = 1
+        return act.COLUMNS, [a.row() for a in shown]
+
 
 class Reshape(_PlanCommand):
     """Reshape Nova's PCI resource providers into NVLink group subtrees.
@@ -45,73 +82,102 @@ class Reshape(_PlanCommand):
     Plans the tree of every host in the topology (group providers with
     CUSTOM_PCI_GROUP<N> traits, GPUs moved under their smallest group),
     validates the whole plan, then applies it in this order per host:
-    create-trait, create-provider, set-traits, move-provider,
-    delete-provider. Allocations stay where they are. Rows list the
-    actions; a second run prints none. With --dry-run nothing is written.
-    A host that fails does not stop the others; the command then exits 1.
+    create-trait, create-provider, set-traits, move-provider, set-reserved,
+    delete-provider. Allocations stay where they are. Unhealthy GPUs (health
+    from host inspection) get reserved = total until they are healthy
+    again. Rows list the actions; a second run prints none. With --dry-run
+    nothing is written. A host that fails does not stop the others; the
+    command then exits 1.
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        add_common_arguments(parser)
-        parser.add_argument('--dry-run', action='store_true',
-                            help='Print the actions, write nothing.')
-        parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
-                            metavar='N',
-                            help='Hosts applied in parallel (default %d).'
-                                 % DEFAULT_WORKERS)
-        common.add_placement_arguments(parser)
+        parser.add_argument('--topology', metavar='FILE', required=True,
+                            help='Topology file (YAML or JSON, version 1).')
+        add_host_argument(parser)
+        parser.add_argument('--no-health', action='store_true',
+                            help='Do not reserve unhealthy GPUs nor release '
+                                 'earlier reservations.')
+        add_apply_arguments(parser)
         return parser
 
     def take_action(self, parsed_args):
-        hosts = desired_hosts(parsed_args)
-        with common.placement(self.app, parsed_args) as client:
-            bar = None
-            tracker = _Tracker()
-            if not parsed_args.dry_run:
-                bar = common.progress(len(hosts), 'reshape')
-                tracker.bar = bar
-            try:
-                result = run.run(client, hosts,
-                                 apply=not parsed_args.dry_run,
-                                 workers=max(1, parsed_args.workers),
-                                 on_action=tracker.action,
-                                 on_host=tracker.host)
-            finally:
-                if bar is not None:
-                    bar.close()
-        shown = result.written() if result.applied else result.actions
-        rows = [a.row() for a in shown]
-        if result.failures:
-            for failure in result.failures:
-                LOG.error('%s: failed after %d writes: %s', failure.host,
-                          failure.done, failure.error)
-            LOG.error('%d of %d hosts failed; run the command again once '
-                      'fixed: it continues from where it stopped',
-                      len(result.failures), len(hosts))
-            self.exit_code = 1
-        return act.COLUMNS, rows
+        hosts = desired_hosts(parsed_args, health=not parsed_args.no_health)
+        return self.apply(parsed_args, hosts)
+
+
+class Flatten(_PlanCommand):
+    """Undo reshape: GPUs back under the compute node, groups deleted.
+
+    Moves every Nova PCI provider out of the tool's group providers, back
+    under its compute node, releases the reservations this tool made, and
+    deletes the group providers bottom-up. Only providers carrying
+    CUSTOM_OWNER_NVLINK_PLACEMENT are ever deleted. Allocations stay.
+    Needs --host (repeatable) or --all (every tree with a tool-owned group).
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        add_host_argument(parser)
+        parser.add_argument('--all', action='store_true',
+                            help='Every compute node tree holding a group '
+                                 'provider of this tool.')
+        add_apply_arguments(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        if not parsed_args.host and not parsed_args.all:
+            raise errors.NvlinkError('name the hosts to flatten with --host '
+                                     '(repeatable), or give --all')
+        hosts = [desired.flat(name) for name in
+                 dict.fromkeys(parsed_args.host)]
+
+        def owned(state, names):
+            return [desired.flat(name) for name in
+                    run.hosts_with(state, desired.OWNER_TRAIT)
+                    if name not in names]
+        return self.apply(parsed_args, hosts,
+                          more_hosts=owned if parsed_args.all else None)
 
 
 class Check(_PlanCommand):
     """Compare Placement with the topology; exit 2 when they differ.
 
-    Prints the actions reshape would take (nothing is written) and exits 0
-    when Placement is in sync, 2 when it is not: for CI and monitoring.
+    Prints what reshape would do (nothing is written), one row per action
+    with the drift it repairs: missing-group, missing-trait, wrong-parent,
+    unexpected-group, missing-reservation, stale-reservation; and rows
+    without an action for unknown-gpu (a Nova PCI provider the topology
+    does not know). Exits 0 when in sync, 2 on drift: for CI and
+    monitoring (-f json).
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        add_common_arguments(parser)
+        parser.add_argument('--topology', metavar='FILE', required=True,
+                            help='Topology file (YAML or JSON, version 1).')
+        add_host_argument(parser)
+        parser.add_argument('--all', action='store_true',
+                            help='Also check every compute node tree holding '
+                                 'Nova PCI providers that the topology does '
+                                 'not list.')
+        parser.add_argument('--no-health', action='store_true',
+                            help='Ignore GPU health (no reservation drift).')
         common.add_placement_arguments(parser, save=False)
         return parser
 
     def take_action(self, parsed_args):
-        hosts = desired_hosts(parsed_args)
+        hosts = desired_hosts(parsed_args, health=not parsed_args.no_health)
+
+        def unknown(state, names):
+            return [desired.flat(name, known=False) for name in
+                    run.hosts_with(state, state_mod.PCI_TRAIT)
+                    if name not in names]
         with common.placement(self.app, parsed_args) as client:
-            result = run.run(client, hosts, apply=False)
-        self.exit_code = 2 if result.actions else 0
-        return act.COLUMNS, [a.row() for a in result.actions]
+            result = run.run(client, hosts, apply=False,
+                             more_hosts=unknown if parsed_args.all else None)
+        rows = [a.check_row() for a in result.actions + result.findings]
+        self.exit_code = 2 if rows else 0
+        return act.CHECK_COLUMNS, rows
 
 
 class _Tracker(object):
@@ -128,7 +194,6 @@ class _Tracker(object):
     def host(self, host, failure):
         if failure is not None:
             self.failures += 1
-            LOG.warning('%s: %s', host, failure.error)
         if self.bar is not None:
             self.bar.set_postfix(writes=self.writes, failed=self.failures,
                                  refresh=False)

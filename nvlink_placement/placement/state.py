@@ -41,6 +41,9 @@ class State(object):
         self.by_uuid = {p.uuid: p for p in providers}
         self.by_name = {p.name: p for p in self.by_uuid.values()}
         self.known_traits = set(known_traits)
+        #: dict RP uuid -> (generation, {rc: inventory dict}), filled on
+        #: demand by :func:`load_inventories`.
+        self.inventories = {}
         self.children = {}
         for p in self.by_uuid.values():
             if p.parent_uuid:
@@ -59,15 +62,22 @@ class State(object):
         return depth
 
 
-def read(client, traits):
+def read(client, traits, trait_prefixes=()):
     """Read every provider and which of ``traits`` each carries.
 
     :param client: :class:`PlacementClient`.
     :param traits: trait names to resolve per provider (always includes
         ``COMPUTE_MANAGED_PCI_DEVICE``).
+    :param trait_prefixes: also resolve every existing trait starting with
+        one of these (one ``GET /traits?name=startswith:`` each).
     :returns: :class:`State`.
     """
-    traits = sorted(set(traits) | {PCI_TRAIT})
+    traits = set(traits) | {PCI_TRAIT}
+    for prefix in trait_prefixes:
+        body = client.get('/traits?' + urllib.parse.urlencode(
+            {'name': 'startswith:' + prefix}), version='1.6')
+        traits |= set(body['traits'])
+    traits = sorted(traits)
     body = client.get('/resource_providers')
     providers = [Provider(uuid=rp['uuid'], name=rp['name'],
                           parent_uuid=rp.get('parent_provider_uuid'),
@@ -93,6 +103,14 @@ def existing_traits(client, names):
     body = client.get('/traits?' + urllib.parse.urlencode(
         {'name': 'in:' + ','.join(names)}), version='1.6')
     return set(body['traits'])
+
+
+def load_inventories(client, state, uuids):
+    """Fetch the inventories of ``uuids`` into ``state.inventories``."""
+    for uuid in sorted(set(uuids) - set(state.inventories)):
+        body = client.get('/resource_providers/%s/inventories' % uuid)
+        state.inventories[uuid] = (body['resource_provider_generation'],
+                                   body['inventories'])
 
 
 def provider_traits(client, uuid):

@@ -1,9 +1,14 @@
-"""Plan actions: what one write to Placement will do.
+"""Plan actions: what one write (or pair of writes) to Placement will do.
 
 Order of application per host (DESIGN.md section 2): ``create-trait``,
 ``create-provider``, ``set-traits``, ``move-provider``, ``set-reserved``,
 ``delete-provider``. Creation goes top-down, moves go top-down by the
 target depth (so no move can form a loop), deletions bottom-up.
+
+Each action also names the drift it repairs, for ``check``:
+``missing-group``, ``missing-trait``, ``wrong-parent``,
+``unexpected-group``, ``missing-reservation``, ``stale-reservation``;
+findings that no action repairs use ``unknown-gpu``.
 """
 
 import dataclasses
@@ -19,7 +24,16 @@ DELETE_PROVIDER = 'delete-provider'
 ORDER = (CREATE_TRAIT, CREATE_PROVIDER, SET_TRAITS, MOVE_PROVIDER,
          SET_RESERVED, DELETE_PROVIDER)
 
+MISSING_GROUP = 'missing-group'
+MISSING_TRAIT = 'missing-trait'
+WRONG_PARENT = 'wrong-parent'
+UNEXPECTED_GROUP = 'unexpected-group'
+MISSING_RESERVATION = 'missing-reservation'
+STALE_RESERVATION = 'stale-reservation'
+UNKNOWN_GPU = 'unknown-gpu'
+
 COLUMNS = ('host', 'action', 'provider', 'parent', 'detail')
+CHECK_COLUMNS = COLUMNS + ('drift',)
 
 
 @dataclasses.dataclass
@@ -27,27 +41,36 @@ class Action:
     """One planned write.
 
     :ivar host: compute host the action belongs to ('' for a trait).
-    :ivar action: one of :data:`ORDER`.
+    :ivar action: one of :data:`ORDER`, or '' for a finding (no write).
     :ivar provider: RP name (trait name for ``create-trait``).
     :ivar parent: target parent RP name ('' when not applicable).
     :ivar detail: human-readable detail.
+    :ivar drift: the drift kind this action repairs (see module doc).
     :ivar uuid: RP uuid when the RP exists already.
     :ivar add_traits: traits to add (``set-traits``).
     :ivar remove_traits: traits to remove (``set-traits``).
-    :ivar reserved: new reserved value per resource class
-        (``set-reserved``).
+    :ivar reserve: ``set-reserved``: True to reserve all, False to release.
+    :ivar marker: ``set-reserved``: the marker trait recording it.
+    :ivar marker_provider: name of the group RP that carries the marker.
     """
     host: str
     action: str
     provider: str
     parent: str = ''
     detail: str = ''
+    drift: str = ''
     uuid: typing.Optional[str] = None
     add_traits: tuple = ()
     remove_traits: tuple = ()
-    reserved: dict = dataclasses.field(default_factory=dict)
+    reserve: typing.Optional[bool] = None
+    marker: str = ''
+    marker_provider: str = ''
 
     def row(self):
         """The output row: ``(host, action, provider, parent, detail)``."""
         return (self.host, self.action, self.provider, self.parent,
                 self.detail)
+
+    def check_row(self):
+        """The ``check`` row: :meth:`row` plus the drift kind."""
+        return self.row() + (self.drift,)

@@ -5,6 +5,8 @@ import typing
 
 from nvlink_placement.topology import model
 
+OWNER_TRAIT = model.OWNER_TRAIT
+
 
 @dataclasses.dataclass(frozen=True)
 class DesiredGroup:
@@ -15,18 +17,34 @@ class DesiredGroup:
     detail: str
 
 
+@dataclasses.dataclass(frozen=True)
+class DesiredGpu:
+    """A Nova PCI RP: its parent group (None = compute node) and health.
+
+    :ivar address: canonical PCI address.
+    :ivar reserve: True when the GPU is unhealthy and should be reserved.
+    """
+    address: str
+    parent: typing.Optional[str]
+    detail: str
+    reserve: bool = False
+
+
 @dataclasses.dataclass
 class DesiredHost:
     """What one compute node tree should look like.
 
     :ivar name: compute node RP name (hypervisor_hostname).
     :ivar groups: list of :class:`DesiredGroup`, parents first.
-    :ivar gpus: dict Nova PCI RP name -> ``(parent group name or None,
-        detail)``; every one of them must exist in Placement.
+    :ivar gpus: dict Nova PCI RP name -> :class:`DesiredGpu`; every one of
+        them must exist in Placement.
+    :ivar known: False for a host the topology does not describe (``check
+        --all``): its PCI RPs are reported as unknown GPUs.
     """
     name: str
     groups: list
     gpus: dict
+    known: bool = True
 
     @property
     def traits(self):
@@ -34,11 +52,14 @@ class DesiredHost:
         return {g.trait for g in self.groups}
 
 
-def from_topology(host):
+def from_topology(host, health=True):
     """Desired tree for a :class:`nvlink_placement.topology.model.Host`.
 
     GPUs excluded from groups (vGPU, MIG) are left out: they are not
     passthrough devices and the tool does not touch them.
+
+    :param health: reserve unhealthy GPUs (``reshape --no-health`` passes
+        False).
     """
     groups = [DesiredGroup(g.name, g.parent, g.trait, _group_detail(g))
               for g in host.groups]
@@ -48,14 +69,15 @@ def from_topology(host):
             continue
         detail = address if gpu.module_id is None else (
             '%s module %d' % (address, gpu.module_id))
-        gpus[host.gpu_provider_name(address)] = (
-            host.parent_of_gpu(address), detail)
+        gpus[host.gpu_provider_name(address)] = DesiredGpu(
+            address, host.parent_of_gpu(address), detail,
+            reserve=health and gpu.health == 'unhealthy')
     return DesiredHost(host.name, groups, gpus)
 
 
-def flat(host_name):
-    """Desired tree for ``flatten``: no groups, PCI RPs under the node."""
-    return DesiredHost(host_name, [], {})
+def flat(host_name, known=True):
+    """Desired tree for ``flatten`` (or an unknown host): no groups."""
+    return DesiredHost(host_name, [], {}, known=known)
 
 
 def _group_detail(group):
@@ -63,6 +85,3 @@ def _group_detail(group):
         return '%s modules %s' % (group.trait, ','.join(
             str(m) for m in sorted(group.modules)))
     return '%s %s' % (group.trait, ','.join(group.members))
-
-
-OWNER_TRAIT = model.OWNER_TRAIT

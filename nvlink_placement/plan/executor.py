@@ -14,9 +14,9 @@ from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import actions as act
 
-# Bounded retries of a trait write that lost a generation race
+# Bounded retries of a write that lost a generation race
 # (placement.concurrent_update: Nova refreshes its own RPs every <= 300 s).
-TRAIT_RETRIES = 5
+GENERATION_RETRIES = 5
 
 
 class HostFailure(object):
@@ -76,6 +76,17 @@ def apply(client, actions, state, workers=1, on_action=None,
     return [r for r in results if r is not None]
 
 
+def _retry_generation(write):
+    """Run ``write`` again (it re-reads) on placement.concurrent_update."""
+    for attempt in range(GENERATION_RETRIES):
+        try:
+            return write()
+        except errors.PlacementError as exc:
+            if (exc.code != pc.CONCURRENT_UPDATE or
+                    attempt == GENERATION_RETRIES - 1):
+                raise
+
+
 class _HostRunner(object):
     """Applies one host's actions, tracking uuids and fresh generations."""
 
@@ -99,25 +110,55 @@ class _HostRunner(object):
         self.generations[rp['uuid']] = (set(), rp['generation'])
 
     def _set_traits(self, action):
-        uuid = action.uuid or self.uuids[action.provider]
+        self._change_traits(action.uuid or self.uuids[action.provider],
+                            action.add_traits, action.remove_traits)
+
+    def _change_traits(self, uuid, add, remove):
         known = self.generations.pop(uuid, None)
-        for attempt in range(TRAIT_RETRIES):
+
+        def write():
+            nonlocal known
             traits, generation = known or state_mod.provider_traits(
                 self.client, uuid)
             known = None
-            wanted = (traits | set(action.add_traits)) - set(
-                action.remove_traits)
-            try:
-                self.client.request(
-                    'PUT', '/resource_providers/%s/traits' % uuid,
-                    body={'traits': sorted(wanted),
-                          'resource_provider_generation': generation},
-                    version='1.6')
+            wanted = (traits | set(add)) - set(remove)
+            if wanted == traits:
                 return
-            except errors.PlacementError as exc:
-                if exc.code != pc.CONCURRENT_UPDATE or (
-                        attempt == TRAIT_RETRIES - 1):
-                    raise
+            self.client.request(
+                'PUT', '/resource_providers/%s/traits' % uuid,
+                body={'traits': sorted(wanted),
+                      'resource_provider_generation': generation},
+                version='1.6')
+
+        _retry_generation(write)
+
+    def _set_reserved(self, action):
+        """Reserve: marker first, then reserved = total. Release: reserved
+        = 0 first, then drop the marker. A crash in between leaves a state
+        the next plan finishes (see plan/reservation.py)."""
+        uuid = action.uuid or self.uuids[action.provider]
+        carrier = self.uuids[action.marker_provider]
+        if action.reserve:
+            self._change_traits(carrier, (action.marker,), ())
+        self._reserve(uuid, action.reserve)
+        if not action.reserve:
+            self._change_traits(carrier, (), (action.marker,))
+
+    def _reserve(self, uuid, reserve):
+        def write():
+            body = self.client.get('/resource_providers/%s/inventories'
+                                   % uuid)
+            inventories = body['inventories']
+            for inv in inventories.values():
+                inv['reserved'] = inv['total'] if reserve else 0
+            self.client.request(
+                'PUT', '/resource_providers/%s/inventories' % uuid,
+                body={'inventories': inventories,
+                      'resource_provider_generation':
+                          body['resource_provider_generation']},
+                version='1.26')
+
+        _retry_generation(write)
 
     def _move_provider(self, action):
         uuid = action.uuid or self.uuids[action.provider]

@@ -1,11 +1,10 @@
 """Diff desired trees against Placement and produce ordered actions.
 
 Pure: takes a :class:`nvlink_placement.placement.state.State` and
-:class:`nvlink_placement.plan.desired.DesiredHost` objects, returns
-:class:`nvlink_placement.plan.actions.Action` lists. The same code serves
-``reshape``, ``--dry-run``, ``check`` and ``flatten``. Every problem of
-every host is collected first; if there is any, :class:`PlanError` is
-raised and nothing may be written.
+:class:`nvlink_placement.plan.desired.DesiredHost` objects, returns a
+:class:`Plan`. The same code serves ``reshape``, ``--dry-run``, ``check``
+and ``flatten``. Every problem of every host is collected first; if there
+is any, :class:`PlanError` is raised and nothing may be written.
 
 Safety rules (DESIGN.md section 4): only RPs carrying the owner trait are
 deleted; Nova's PCI RPs are moved, never renamed and never leave their
@@ -15,13 +14,24 @@ trait and without the PCI trait, is adopted (that is what a run
 interrupted between ``create-provider`` and ``set-traits`` leaves).
 """
 
+import dataclasses
+
 from nvlink_placement import errors
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired as desired_mod
+from nvlink_placement.plan import reservation
 
 OWNER = desired_mod.OWNER_TRAIT
 PCI = state_mod.PCI_TRAIT
+
+
+@dataclasses.dataclass
+class Plan:
+    """:ivar actions: writes in order. :ivar findings: drift no write
+    repairs (``action`` is '')."""
+    actions: list
+    findings: list
 
 
 def traits_to_query(desired_hosts):
@@ -32,149 +42,266 @@ def traits_to_query(desired_hosts):
     return traits
 
 
-def plan(state, desired_hosts):
-    """Return the ordered actions that turn ``state`` into the desired trees.
+def markers(state):
+    """Tool reservations: dict Nova PCI RP name -> carrier group uuid.
 
-    :param state: :class:`State` read with :func:`traits_to_query`.
+    A marker trait on a group RP names a PCI address; the PCI RP is the one
+    of that address in the group's compute node tree.
+    """
+    found = {}
+    for provider in state.by_uuid.values():
+        if OWNER not in provider.traits:
+            continue
+        root = state.by_uuid.get(provider.root_uuid)
+        for trait in provider.traits:
+            address = reservation.address_of(trait)
+            if address and root is not None:
+                found['%s_%s' % (root.name, address.upper())] = provider.uuid
+    return found
+
+
+def inventories_needed(state, desired_hosts):
+    """UUIDs of PCI RPs whose inventories the plan needs (few: unhealthy or
+    tool-reserved GPUs only)."""
+    marked = markers(state)
+    needed = set()
+    for host in desired_hosts:
+        for name, gpu in host.gpus.items():
+            rp = state.by_name.get(name)
+            if rp is not None and (gpu.reserve or name in marked):
+                needed.add(rp.uuid)
+        cn = state.by_name.get(host.name)
+        if cn is not None:
+            needed |= {state.by_name[n].uuid for n in marked
+                       if n in state.by_name and n not in host.gpus and
+                       state.by_name[n].root_uuid == cn.uuid}
+    return needed
+
+
+def plan(state, desired_hosts):
+    """Return the :class:`Plan` that turns ``state`` into the desired trees.
+
+    :param state: :class:`State` read with :func:`traits_to_query` and the
+        reservation marker prefix, with the inventories of
+        :func:`inventories_needed` loaded.
     :param desired_hosts: list of :class:`DesiredHost`.
-    :returns: list of :class:`Action`: trait creations first, then each
-        host's actions in application order.
     :raises PlanError: listing every problem found (nothing may be
         written).
     """
-    problems = []
-    per_host = []
-    needed_traits = set()
+    problems, per_host, findings = [], [], []
     size_traits = set()
     for host in desired_hosts:
         size_traits |= host.traits
+    marked = markers(state)
     for host in desired_hosts:
-        host_actions = _plan_host(state, host, size_traits, problems)
-        for action in host_actions:
-            needed_traits.update(action.add_traits)
-        per_host.append(host_actions)
+        planner = _HostPlanner(state, host, size_traits, marked)
+        per_host.append(planner.plan())
+        problems.extend(planner.problems)
+        findings.extend(planner.findings)
     if problems:
         raise errors.PlanError(problems)
-    result = [act.Action('', act.CREATE_TRAIT, trait, detail='custom trait')
-              for trait in sorted(needed_traits - state.known_traits)]
+    needed = set()
+    for host_actions in per_host:
+        for action in host_actions:
+            needed.update(action.add_traits)
+            if action.reserve:
+                needed.add(action.marker)
+    result = [act.Action('', act.CREATE_TRAIT, trait, detail='custom trait',
+                         drift=act.MISSING_TRAIT)
+              for trait in sorted(needed - state.known_traits)]
     for host_actions in per_host:
         result.extend(host_actions)
-    return result
+    return Plan(result, findings)
 
 
-def _plan_host(state, host, size_traits, problems):
-    cn = state.by_name.get(host.name)
-    if cn is None:
-        problems.append(
-            '%s: no compute node resource provider named %r in Placement '
-            '(is nova-compute running there with [pci] '
-            'report_in_placement = True?)' % (host.name, host.name))
-        return []
-    if cn.parent_uuid is not None:
-        problems.append('%s: resource provider %r is not a root provider'
-                        % (host.name, host.name))
-        return []
-    count = len(problems)
-    tree = {p.uuid: p for p in state.tree(cn.uuid)}
-    owned = {p.name: p for p in tree.values() if OWNER in p.traits}
+class _HostPlanner(object):
 
-    # Groups: existing (adopted or owned) or to create.
-    uuid_of = {None: cn.uuid}
-    creates, trait_sets, group_moves = [], [], []
-    wanted = {g.name for g in host.groups}
-    for group in host.groups:
-        existing = state.by_name.get(group.name)
-        parent_name = group.parent or host.name
-        if existing is None:
-            uuid_of[group.name] = None
-            creates.append(act.Action(host.name, act.CREATE_PROVIDER,
-                                      group.name, parent_name, group.detail))
-            trait_sets.append(act.Action(
-                host.name, act.SET_TRAITS, group.name,
-                detail='+%s +%s' % (group.trait, OWNER),
-                add_traits=(group.trait, OWNER)))
-            continue
-        if existing.uuid not in tree:
-            problems.append(
-                '%s: the name %r is taken by resource provider %s in the '
-                'tree of %s' % (host.name, group.name, existing.uuid,
-                                _root_name(state, existing)))
-            continue
-        if PCI in existing.traits:
-            problems.append('%s: %r carries %s: it is a Nova PCI provider, '
-                            'not a group' % (host.name, group.name, PCI))
-            continue
-        uuid_of[group.name] = existing.uuid
-        add = tuple(t for t in (group.trait, OWNER)
-                    if t not in existing.traits)
-        remove = tuple(sorted((existing.traits & size_traits) -
-                              {group.trait}))
-        if add or remove:
-            trait_sets.append(act.Action(
-                host.name, act.SET_TRAITS, group.name, uuid=existing.uuid,
-                detail=' '.join(['+' + t for t in add] +
-                                ['-' + t for t in remove]),
-                add_traits=add, remove_traits=remove))
-    for group in host.groups:
-        if group.name not in uuid_of or uuid_of[group.name] is None:
-            continue
-        target = uuid_of.get(group.parent)
-        current = state.by_uuid[uuid_of[group.name]]
-        if target is None or current.parent_uuid != target:
-            group_moves.append(act.Action(
-                host.name, act.MOVE_PROVIDER, group.name,
-                group.parent or host.name, group.detail,
-                uuid=current.uuid))
+    def __init__(self, state, host, size_traits, marked):
+        self.state = state
+        self.host = host
+        self.size_traits = size_traits
+        self.marked = marked
+        self.problems = []
+        self.findings = []
 
-    # GPUs: every one must exist as a Nova PCI RP in this tree.
-    gpu_moves = []
-    for rp_name, (parent, detail) in sorted(host.gpus.items()):
-        rp = state.by_name.get(rp_name)
-        if rp is None:
-            problems.append(
-                '%s: no Nova PCI resource provider named %r (check the '
-                'address, [pci] device_spec and report_in_placement)'
-                % (host.name, rp_name))
-            continue
-        if rp.uuid not in tree:
-            problems.append('%s: %r is outside the tree of compute node %r'
-                            ' (its root is %s)' % (
-                                host.name, rp_name, host.name,
-                                _root_name(state, rp)))
-            continue
-        target = uuid_of.get(parent) if parent in uuid_of else None
-        if target is None or rp.parent_uuid != target:
-            gpu_moves.append(act.Action(host.name, act.MOVE_PROVIDER,
-                                        rp_name, parent or host.name, detail,
-                                        uuid=rp.uuid))
+    def problem(self, message):
+        self.problems.append('%s: %s' % (self.host.name, message))
 
-    # Owned groups that are no longer wanted, and what they still hold.
-    obsolete = [p for name, p in owned.items() if name not in wanted]
-    obsolete_uuids = {p.uuid for p in obsolete}
-    for group in obsolete:
-        for child in state.children.get(group.uuid, []):
-            if child.name in host.gpus or child.name in wanted:
+    def action(self, kind, provider, parent='', detail='', **kw):
+        return act.Action(self.host.name, kind, provider, parent, detail,
+                          **kw)
+
+    def plan(self):
+        state, host = self.state, self.host
+        cn = state.by_name.get(host.name)
+        if cn is None:
+            self.problem('no compute node resource provider named %r in '
+                         'Placement (is nova-compute running there with '
+                         '[pci] report_in_placement = True?)' % host.name)
+            return []
+        if cn.parent_uuid is not None:
+            self.problem('resource provider %r is not a root provider'
+                         % host.name)
+            return []
+        self.cn = cn
+        self.tree = {p.uuid: p for p in state.tree(cn.uuid)}
+        self.uuid_of = {None: cn.uuid}
+        creates, trait_sets, group_moves = self.groups()
+        gpu_moves, reservations = self.gpus()
+        extra_moves, deletes = self.obsolete()
+        if self.problems:
+            return []
+        depth = _desired_depths(host)
+        group_moves.sort(key=lambda a: (depth.get(a.provider, 0), a.provider))
+        gpu_moves = sorted(gpu_moves + extra_moves, key=lambda a: a.provider)
+        return (creates + trait_sets + group_moves + gpu_moves +
+                reservations + deletes)
+
+    def groups(self):
+        state, host = self.state, self.host
+        creates, trait_sets, moves = [], [], []
+        for group in host.groups:
+            existing = state.by_name.get(group.name)
+            parent_name = group.parent or host.name
+            if existing is None:
+                self.uuid_of[group.name] = None
+                creates.append(self.action(
+                    act.CREATE_PROVIDER, group.name, parent_name,
+                    group.detail, drift=act.MISSING_GROUP))
+                trait_sets.append(self.action(
+                    act.SET_TRAITS, group.name,
+                    detail='+%s +%s' % (group.trait, OWNER),
+                    drift=act.MISSING_GROUP,
+                    add_traits=(group.trait, OWNER)))
                 continue
-            if child.uuid in obsolete_uuids:
+            if existing.uuid not in self.tree:
+                self.problem('the name %r is taken by resource provider %s in'
+                             ' the tree of %s' % (group.name, existing.uuid,
+                                                  _root_name(state, existing)))
                 continue
-            if PCI in child.traits:
-                gpu_moves.append(act.Action(
-                    host.name, act.MOVE_PROVIDER, child.name, host.name,
-                    'not in the topology', uuid=child.uuid))
+            if PCI in existing.traits:
+                self.problem('%r carries %s: it is a Nova PCI provider, not a'
+                             ' group' % (group.name, PCI))
                 continue
-            problems.append(
-                '%s: cannot delete %r: it holds %r, which this tool does not'
-                ' manage' % (host.name, group.name, child.name))
-    deletes = [act.Action(host.name, act.DELETE_PROVIDER, p.name,
-                          detail='obsolete group', uuid=p.uuid)
-               for p in sorted(obsolete, key=lambda p: (-state.depth(p),
-                                                        p.name))]
-    if len(problems) > count:
-        return []
-    depth = _desired_depths(host)
-    group_moves.sort(key=lambda a: (depth.get(a.provider, 0), a.provider))
-    gpu_moves.sort(key=lambda a: a.provider)
-    return creates + trait_sets + group_moves + gpu_moves + deletes
+            self.uuid_of[group.name] = existing.uuid
+            add = tuple(t for t in (group.trait, OWNER)
+                        if t not in existing.traits)
+            remove = tuple(sorted((existing.traits & self.size_traits) -
+                                  {group.trait}))
+            if add or remove:
+                trait_sets.append(self.action(
+                    act.SET_TRAITS, group.name, uuid=existing.uuid,
+                    detail=' '.join(['+' + t for t in add] +
+                                    ['-' + t for t in remove]),
+                    drift=act.MISSING_TRAIT, add_traits=add,
+                    remove_traits=remove))
+        for group in host.groups:
+            uuid = self.uuid_of.get(group.name)
+            if uuid is None:
+                continue
+            target = self.uuid_of.get(group.parent)
+            if target is None or state.by_uuid[uuid].parent_uuid != target:
+                moves.append(self.action(
+                    act.MOVE_PROVIDER, group.name, group.parent or host.name,
+                    group.detail, uuid=uuid, drift=act.WRONG_PARENT))
+        return creates, trait_sets, moves
+
+    def gpus(self):
+        state, host = self.state, self.host
+        moves, reservations = [], []
+        for rp_name, gpu in sorted(host.gpus.items()):
+            rp = state.by_name.get(rp_name)
+            if rp is None:
+                self.problem('no Nova PCI resource provider named %r (check '
+                             'the address, [pci] device_spec and '
+                             'report_in_placement)' % rp_name)
+                continue
+            if rp.uuid not in self.tree:
+                self.problem('%r is outside the tree of compute node %r (its '
+                             'root is %s)' % (rp_name, host.name,
+                                              _root_name(state, rp)))
+                continue
+            target = self.uuid_of.get(gpu.parent)
+            if target is None or rp.parent_uuid != target:
+                moves.append(self.action(
+                    act.MOVE_PROVIDER, rp_name, gpu.parent or host.name,
+                    gpu.detail, uuid=rp.uuid, drift=act.WRONG_PARENT))
+            reservations.extend(self.reservation(rp, gpu))
+        for rp in self.tree.values():
+            if (PCI in rp.traits and rp.name not in host.gpus and
+                    rp.name in self.marked):
+                reservations.extend(self.reservation(rp, None))
+            if PCI in rp.traits and rp.name not in host.gpus:
+                self.findings.append(self.action(
+                    '', rp.name, detail='PCI provider not in the topology',
+                    drift=act.UNKNOWN_GPU))
+        return moves, reservations
+
+    def reservation(self, rp, gpu):
+        """set-reserved actions for one PCI RP (``gpu`` None: unknown)."""
+        generation, inventories = self.state.inventories.get(
+            rp.uuid, (None, {}))
+        full = bool(inventories) and all(
+            inv['reserved'] >= inv['total'] for inv in inventories.values())
+        carrier = self.marked.get(rp.name)
+        address = gpu.address if gpu else None
+        if gpu is not None and gpu.reserve:
+            if full and carrier is None:
+                return []    # reserved by someone else: leave it alone
+            if gpu.parent is None:
+                self.findings.append(self.action(
+                    '', rp.name, detail='unhealthy, but in no NVLink group: '
+                    'reserve it by hand', drift=act.MISSING_RESERVATION))
+                return []
+            if full and carrier is not None:
+                return []
+            marker = reservation.marker(address)
+            holder = (self.state.by_uuid[carrier].name if carrier
+                      else gpu.parent)
+            return [self.action(
+                act.SET_RESERVED, rp.name, detail='reserve (GPU unhealthy)',
+                uuid=rp.uuid, drift=act.MISSING_RESERVATION, reserve=True,
+                marker=marker, marker_provider=holder)]
+        if carrier is None:
+            return []
+        if address is None:
+            address = rp.name[len(self.host.name) + 1:]
+        return [self.action(
+            act.SET_RESERVED, rp.name,
+            detail='release (reserved by this tool, GPU no longer unhealthy)'
+            if gpu is not None else 'release (reserved by this tool)',
+            uuid=rp.uuid, drift=act.STALE_RESERVATION, reserve=False,
+            marker=reservation.marker(address),
+            marker_provider=self.state.by_uuid[carrier].name)]
+
+    def obsolete(self):
+        """Owned groups no longer wanted, and what they still hold."""
+        state, host = self.state, self.host
+        wanted = {g.name for g in host.groups}
+        obsolete = [p for p in self.tree.values()
+                    if OWNER in p.traits and p.name not in wanted]
+        obsolete_uuids = {p.uuid for p in obsolete}
+        moves = []
+        for group in obsolete:
+            for child in state.children.get(group.uuid, []):
+                if (child.name in host.gpus or child.name in wanted or
+                        child.uuid in obsolete_uuids):
+                    continue
+                if PCI in child.traits:
+                    moves.append(self.action(
+                        act.MOVE_PROVIDER, child.name, host.name,
+                        'not in the topology' if host.groups or not
+                        host.known else 'flatten', uuid=child.uuid,
+                        drift=act.WRONG_PARENT))
+                    continue
+                self.problem('cannot delete %r: it holds %r, which this tool '
+                             'does not manage' % (group.name, child.name))
+        deletes = [self.action(act.DELETE_PROVIDER, p.name,
+                               detail='obsolete group', uuid=p.uuid,
+                               drift=act.UNEXPECTED_GROUP)
+                   for p in sorted(obsolete, key=lambda p: (-state.depth(p),
+                                                            p.name))]
+        return moves, deletes
 
 
 def _desired_depths(host):

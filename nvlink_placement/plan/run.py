@@ -6,6 +6,7 @@ from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
+from nvlink_placement.plan import reservation
 
 
 @dataclasses.dataclass
@@ -13,10 +14,12 @@ class Result:
     """What a run planned and what happened.
 
     :ivar actions: planned :class:`Action` list, in application order.
+    :ivar findings: drift that no action repairs (for ``check``).
     :ivar failures: :class:`HostFailure` list (empty for dry runs).
     :ivar applied: True when writes were attempted.
     """
     actions: list
+    findings: list
     failures: list
     applied: bool
 
@@ -36,18 +39,38 @@ class Result:
         return done
 
 
-def run(client, desired_hosts, apply=True, workers=1, on_action=None,
-        on_host=None):
-    """Read Placement, plan, and apply unless ``apply`` is False.
+def hosts_with(state, trait):
+    """Names of the root providers whose tree holds an RP with ``trait``."""
+    roots = {p.root_uuid for p in state.by_uuid.values() if trait in p.traits}
+    return sorted(state.by_uuid[u].name for u in roots if u in state.by_uuid)
 
+
+def read_and_plan(client, desired_hosts, more_hosts=None):
+    """Read Placement (constant requests plus a few inventories) and plan.
+
+    :param more_hosts: optional callable(state, names) returning more
+        :class:`DesiredHost` objects once the state is known (``--all``).
+    :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
     """
     client.require(pc.WRITE_VERSION, 'reshaping (re-parenting providers)')
-    current = state_mod.read(client, planner.traits_to_query(desired_hosts))
-    actions = planner.plan(current, desired_hosts)
-    if not apply or not actions:
-        return Result(actions, [], False)
-    failures = executor.apply(client, actions, current, workers=workers,
+    current = state_mod.read(client, planner.traits_to_query(desired_hosts),
+                             trait_prefixes=[reservation.MARKER_PREFIX])
+    if more_hosts is not None:
+        desired_hosts = desired_hosts + more_hosts(
+            current, {h.name for h in desired_hosts})
+    state_mod.load_inventories(
+        client, current, planner.inventories_needed(current, desired_hosts))
+    return current, planner.plan(current, desired_hosts)
+
+
+def run(client, desired_hosts, apply=True, workers=1, on_action=None,
+        on_host=None, more_hosts=None):
+    """Read Placement, plan, and apply unless ``apply`` is False."""
+    current, plan = read_and_plan(client, desired_hosts, more_hosts)
+    if not apply or not plan.actions:
+        return Result(plan.actions, plan.findings, [], False)
+    failures = executor.apply(client, plan.actions, current, workers=workers,
                               on_action=on_action, on_host=on_host)
-    return Result(actions, failures, True)
+    return Result(plan.actions, plan.findings, failures, True)

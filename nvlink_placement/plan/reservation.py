@@ -1,0 +1,34 @@
+"""Health reservations: which GPUs the tool reserved, and how it remembers.
+
+``reshape`` sets ``reserved = total`` on the Nova PCI RP of an unhealthy
+GPU so Placement stops handing it out, and releases it when the GPU is
+healthy again. It must never release a reservation it did not make (Nova's
+one-time-use devices, an operator's own). Nova rewrites the traits of its
+PCI RPs on every refresh, so the record cannot live there: it is a marker
+trait ``CUSTOM_NVLINK_RESERVED_<ADDRESS>`` on the GPU's NVLink group RP,
+which only this tool writes. Nova keeps an operator-set ``reserved`` while
+the inventory ``total`` is unchanged (reference/openstack.md).
+"""
+
+import re
+
+from nvlink_placement.topology import pci
+
+MARKER_PREFIX = 'CUSTOM_NVLINK_RESERVED_'
+_MARKER = re.compile(r'^CUSTOM_NVLINK_RESERVED_([0-9A-F]+)_([0-9A-F]{2})_'
+                     r'([0-9A-F]{2})_([0-7])$')
+
+
+def marker(address):
+    """Marker trait for a PCI address: ``CUSTOM_NVLINK_RESERVED_0000_4C_00_0``.
+    """
+    address = pci.normalize_address(address).upper()
+    return MARKER_PREFIX + re.sub('[:.]', '_', address)
+
+
+def address_of(trait):
+    """Canonical PCI address a marker trait stands for, or None."""
+    match = _MARKER.match(trait)
+    if not match:
+        return None
+    return pci.normalize_address('%s:%s:%s.%s' % match.groups())
