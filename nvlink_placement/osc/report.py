@@ -1,0 +1,108 @@
+"""``openstack nvlink capacity`` and ``openstack nvlink tree``."""
+
+from osc_lib.command import command
+
+from nvlink_placement import errors
+from nvlink_placement.osc import common
+from nvlink_placement.placement import state as state_mod
+from nvlink_placement.placement import usage
+from nvlink_placement.plan import reservation
+from nvlink_placement.report import capacity
+from nvlink_placement.report import tree
+from nvlink_placement.topology import loader
+from nvlink_placement.topology import model
+
+
+def _read(client, hosts, prefix):
+    """State of the selected trees (all trees holding PCI RPs by default)
+    and the usage of their GPUs."""
+    state = state_mod.read(client, [model.OWNER_TRAIT],
+                           trait_prefixes=[prefix,
+                                           reservation.MARKER_PREFIX])
+    if hosts:
+        roots = []
+        for name in hosts:
+            rp = state.by_name.get(name)
+            if rp is None or rp.parent_uuid:
+                raise errors.NvlinkError('no compute node resource provider '
+                                         'named %r' % name)
+            roots.append(rp.uuid)
+    else:
+        roots = sorted({p.root_uuid for p in state.by_uuid.values()
+                        if state_mod.PCI_TRAIT in p.traits},
+                       key=lambda u: state.by_uuid[u].name)
+    return state, roots, usage.read(client, state, roots)
+
+
+def _add_common(parser):
+    parser.add_argument('--topology', metavar='FILE',
+                        help='Topology file: NVLink domains and module ids '
+                             'from it (default: from the group providers '
+                             'in Placement).')
+    parser.add_argument('--host', metavar='HOST', action='append',
+                        default=[],
+                        help='Compute host (repeatable; default: every tree '
+                             'holding Nova PCI providers).')
+    common.add_placement_arguments(parser, save=False)
+
+
+def _topology(parsed_args):
+    if not parsed_args.topology:
+        return None, model.DEFAULT_TRAIT_PREFIX
+    topology = loader.load(parsed_args.topology)
+    return topology, topology.trait_prefix
+
+
+class Capacity(command.Lister):
+    """How many more instances of each size fit, per host and in total.
+
+    One row per host and size (1, every NVLink domain size, the whole
+    host): fits = fully free domains of that size, GPUs free / used /
+    reserved, and broken_domains = domains of that size partly taken by
+    smaller instances (fragmentation). Rows with host "total" sum the
+    cloud. Costs two GETs per GPU.
+    """
+
+    auth_required = False
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        _add_common(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        topology, prefix = _topology(parsed_args)
+        with common.placement(self.app, parsed_args) as client:
+            state, roots, uses = _read(client, parsed_args.host, prefix)
+        hosts = capacity.hosts_from_state(state, uses, roots, topology)
+        return capacity.COLUMNS, capacity.rows(hosts)
+
+
+class Tree(command.Command):
+    """Show the resource provider tree of each host, with GPU usage.
+
+    Text: one line per provider with its group traits, module id (with
+    --topology) and free / USED / RESERVED for GPUs. --dot prints Graphviz
+    DOT instead; render it with "dot -Tsvg -o tree.svg".
+    """
+
+    auth_required = False
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        _add_common(parser)
+        parser.add_argument('--dot', action='store_true',
+                            help='Print Graphviz DOT instead of text.')
+        return parser
+
+    def take_action(self, parsed_args):
+        topology, prefix = _topology(parsed_args)
+        with common.placement(self.app, parsed_args) as client:
+            state, roots, uses = _read(client, parsed_args.host, prefix)
+        modules = {}
+        for host in (topology.hosts.values() if topology else ()):
+            for address, gpu in host.gpus.items():
+                if gpu.module_id is not None:
+                    modules[host.gpu_provider_name(address)] = gpu.module_id
+        draw = tree.dot if parsed_args.dot else tree.text
+        self.app.stdout.write(draw(state, roots, uses, modules))

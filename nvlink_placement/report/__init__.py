@@ -1,0 +1,1 @@
+"""Read-only reports on Placement trees: capacity and the tree picture."""
