@@ -14,8 +14,10 @@ from nvlink_placement.topology import model
 
 
 def _read(client, hosts, prefix):
-    """State of the selected trees (all trees holding PCI RPs by default)
-    and the usage of their GPUs."""
+    """Read the selected trees and the usage of their GPUs.
+
+    All trees holding PCI RPs are selected when ``hosts`` is empty.
+    """
     state = state_mod.read(client, [model.OWNER_TRAIT],
                            trait_prefixes=[prefix,
                                            reservation.MARKER_PREFIX])

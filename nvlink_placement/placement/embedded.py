@@ -53,8 +53,8 @@ class EmbeddedPlacement(object):
         self._stack = []
 
     def __enter__(self):
-        from placement import db_api
         from placement.db.sqlalchemy import migration
+        from placement import db_api
         from placement import direct
         from placement.objects import resource_class
         from placement.objects import trait

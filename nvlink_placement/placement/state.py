@@ -117,5 +117,3 @@ def provider_traits(client, uuid):
     """Return ``(traits set, generation)`` of one provider."""
     body = client.get('/resource_providers/%s/traits' % uuid, version='1.6')
     return set(body['traits']), body['resource_provider_generation']
-
-

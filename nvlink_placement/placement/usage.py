@@ -22,8 +22,11 @@ class GpuUse:
 
     @property
     def status(self):
-        """``used`` (any allocation), ``reserved`` (no free unit left
-        otherwise) or ``free``."""
+        """One of ``used``, ``reserved`` or ``free``.
+
+        ``used`` when anything is allocated, ``reserved`` when no unit is
+        left otherwise, else ``free``.
+        """
         if self.used:
             return USED
         if self.reserved >= self.total:

@@ -133,9 +133,12 @@ class _HostRunner(object):
         _retry_generation(write)
 
     def _set_reserved(self, action):
-        """Reserve: marker first, then reserved = total. Release: reserved
-        = 0 first, then drop the marker. A crash in between leaves a state
-        the next plan finishes (see plan/reservation.py)."""
+        """Reserve or release one GPU, keeping the marker consistent.
+
+        Reserve: marker first, then reserved = total. Release: reserved = 0
+        first, then drop the marker. A crash in between leaves a state the
+        next plan finishes (see plan/reservation.py).
+        """
         uuid = action.uuid or self.uuids[action.provider]
         carrier = self.uuids[action.marker_provider]
         if action.reserve:

@@ -28,8 +28,11 @@ PCI = state_mod.PCI_TRAIT
 
 @dataclasses.dataclass
 class Plan:
-    """:ivar actions: writes in order. :ivar findings: drift no write
-    repairs (``action`` is '')."""
+    """A plan.
+
+    :ivar actions: writes in order.
+    :ivar findings: drift that no write repairs (``action`` is '').
+    """
     actions: list
     findings: list
 
@@ -61,8 +64,10 @@ def markers(state):
 
 
 def inventories_needed(state, desired_hosts):
-    """UUIDs of PCI RPs whose inventories the plan needs (few: unhealthy or
-    tool-reserved GPUs only)."""
+    """UUIDs of PCI RPs whose inventories the plan needs.
+
+    Only unhealthy or tool-reserved GPUs: usually none.
+    """
     marked = markers(state)
     needed = set()
     for host in desired_hosts:

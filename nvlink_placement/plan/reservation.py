@@ -20,7 +20,9 @@ _MARKER = re.compile(r'^CUSTOM_NVLINK_RESERVED_([0-9A-F]+)_([0-9A-F]{2})_'
 
 
 def marker(address):
-    """Marker trait for a PCI address: ``CUSTOM_NVLINK_RESERVED_0000_4C_00_0``.
+    """Marker trait of a PCI address.
+
+    ``0000:4c:00.0`` -> ``CUSTOM_NVLINK_RESERVED_0000_4C_00_0``.
     """
     address = pci.normalize_address(address).upper()
     return MARKER_PREFIX + re.sub('[:.]', '_', address)

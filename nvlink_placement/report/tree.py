@@ -41,8 +41,8 @@ def text(state, roots, uses, modules=None):
 
     def walk(provider, prefix, last):
         branch = '└── ' if last else '├── '
-        lines.append(prefix + branch + _label(state, provider, uses,
-                                                modules))
+        lines.append(prefix + branch +
+                     _label(state, provider, uses, modules))
         kids = _children(state, provider.uuid)
         for i, kid in enumerate(kids):
             walk(kid, prefix + ('    ' if last else '│   '),
@@ -79,10 +79,10 @@ def dot(state, roots, uses, modules=None):
                 style = 'shape=box, style="rounded,bold"'
             else:
                 style = 'shape=box, style=rounded'
-            out.append('  "%s" [label="%s", %s];' % (provider.uuid, label,
-                                                    style))
+            out.append('  "%s" [label="%s", %s];'
+                       % (provider.uuid, label, style))
             if provider.parent_uuid:
-                out.append('  "%s" -> "%s";' % (provider.parent_uuid,
-                                               provider.uuid))
+                out.append('  "%s" -> "%s";'
+                           % (provider.parent_uuid, provider.uuid))
     out.append('}')
     return '\n'.join(out) + '\n'

@@ -99,8 +99,8 @@ def _schema_problems(document, validator_schema):
     problems = []
     for error in validator.iter_errors(document):
         where = list(error.absolute_path)
-        if (error.validator == 'additionalProperties'
-                and isinstance(error.instance, dict)):
+        if (error.validator == 'additionalProperties' and
+                isinstance(error.instance, dict)):
             known = set(error.schema.get('properties', {}))
             for key in sorted(set(error.instance) - known, key=str):
                 problems.append((keypath(where + [key]), 'unknown key'))

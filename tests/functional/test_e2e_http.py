@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-import requests
 from oslotest import base
+import requests
 
 from nvlink_placement.placement import client as pc
 from tests.functional import base as fbase
@@ -64,7 +64,8 @@ class TestReshapeOverHttp(base.BaseTestCase):
                          parent['compute-01_0000:5D:00.0'])
         self.assertEqual('compute-02_nvlink-group-of-2-c',
                          parent['compute-02_0000:DB:00.0'])
-        self.assertEqual('compute-02', parent['compute-02_nvlink-group-of-4-b'])
+        self.assertEqual('compute-02',
+                         parent['compute-02_nvlink-group-of-4-b'])
         group = [p for p in providers
                  if p['name'] == 'compute-02_nvlink-group-of-2-c'][0]
         traits = self.get('/resource_providers/%s/traits' % group['uuid'])

@@ -179,11 +179,10 @@ class TestReshapeExample(base.PlacementTestCase):
             if (method == 'PUT' and url.endswith('/traits') and not raced):
                 raced.append(url)
                 current = real('GET', url)
-                real('PUT', url, body={
+                real('PUT', url, version='1.6', body={
                     'traits': current['traits'],
                     'resource_provider_generation':
-                        current['resource_provider_generation']},
-                    version='1.6')
+                        current['resource_provider_generation']})
             return real(method, url, body=body, **kw)
 
         self.client.request = racing_request
