@@ -16,6 +16,7 @@ import sys
 
 import yaml
 
+from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import inspect
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import nvidia_smi
@@ -26,9 +27,13 @@ PROG = 'nvlink-host-inspect'
 
 
 def _seconds(text):
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError('must be more than 0 seconds')
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError('expected a number of seconds '
+                                         'above 0, got %r' % text)
     return value
 
 
@@ -81,9 +86,10 @@ def add_arguments(parser):
     parser.add_argument(
         '--fm-library', metavar='PATH',
         help='libnvfm to load (default: libnvfm.so.1, then libnvfm.so)')
+    timeout = fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0
     parser.add_argument(
-        '--fm-timeout', metavar='SECONDS', type=_seconds, default=5.0,
-        help='Fabric Manager connection timeout (default: 5)')
+        '--fm-timeout', metavar='SECONDS', type=_seconds, default=timeout,
+        help='Fabric Manager connection timeout (default: %g)' % timeout)
     parser.add_argument(
         '--board', metavar='NAME',
         help='the baseboard, from the built-in catalog: %s'

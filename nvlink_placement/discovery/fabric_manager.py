@@ -145,6 +145,9 @@ HINTS = {
 }
 # Hints that depend on the call as well (nv_fm_agent.h).
 CALL_HINTS = {
+    ('fmConnect', _CODE['FM_ST_CONNECTION_NOT_VALID']):
+        'Fabric Manager could not be reached (is nvidia-fabricmanager '
+        'running and listening there?)',
     ('fmActivateFabricPartition', _CODE['FM_ST_IN_USE']):
         'the partition is already active',
     ('fmDeactivateFabricPartition', _CODE['FM_ST_UNINITIALIZED']):
@@ -275,7 +278,11 @@ def load_library(path=None):
             function.argtypes = argtypes
             function.restype = ctypes.c_int
         return library
-    raise LibraryNotFound('cannot load libnvfm: %s' % '; '.join(failures))
+    raise LibraryNotFound(
+        'cannot load libnvfm: %s (it ships in nvidia-fabricmanager-devel '
+        'or -dev, of the running Fabric Manager\'s version; or give '
+        '--fm-library, or --fmpm-json with saved `fmpm -l` output)'
+        % '; '.join(failures))
 
 
 class FabricManagerClient:

@@ -83,9 +83,9 @@ def _live_fm(address, unix_socket, library_path, timeout_s):
 
 
 def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
-           topo_matrix_file=None, use_nvidia_smi=True,
-           smi_timeout=nvidia_smi.DEFAULT_TIMEOUT, fm_address=None,
-           fm_socket=None, fm_library=None, fm_timeout=5.0,
+           topo_matrix_file=None, use_nvidia_smi=True, fm_address=None,
+           fm_socket=None, fm_library=None,
+           fm_timeout=fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0,
            fmpm_json=None, use_fm=True, board=None):
     """Read every source the options ask for.
 
@@ -95,7 +95,7 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
     :param nvidia_smi_q, topo_matrix_file: captured outputs. When either
         is given nvidia-smi is not run; otherwise, if ``use_nvidia_smi``
         and nvidia-smi is on PATH, ``nvidia-smi -q`` and ``nvidia-smi topo
-        -m`` are run with ``smi_timeout`` seconds each.
+        -m`` are run (:func:`nvidia_smi.run`, 5 s timeout each).
     :param fm_address, fm_socket, fm_library, fm_timeout: see
         :func:`_live_fm`; ``fm_timeout`` in seconds.
     :param fmpm_json: ``fmpm -l`` output instead of asking FM.
@@ -136,12 +136,12 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
                                 'nvidia-smi topo -m capture'),
                 topo_matrix_file)
     elif use_nvidia_smi:
-        text, note = nvidia_smi.run(['-q'], smi_timeout)
+        text, note = nvidia_smi.run(['-q'])
         if note:
             found.notes.append(note)
         if text is not None:
             found.smi = nvidia_smi.parse_query(text, '`nvidia-smi -q`')
-            text, note = nvidia_smi.run(['topo', '-m'], smi_timeout)
+            text, note = nvidia_smi.run(['topo', '-m'])
             if note:
                 found.notes.append(note)
             if text is not None:
@@ -233,8 +233,10 @@ def build_fragment(found):
     Groups come from Fabric Manager when present (source ``fm``), else
     from ``--board`` (emitted as ``board:`` plus module ids, no
     ``groups``), else from NVLink cliques of the topology matrix (source
-    ``topo-matrix``). Groups holding an excluded GPU (vGPU, MIG) are left
-    out, with a note; unhealthy GPUs stay, with their health.
+    ``topo-matrix``). Groups keep their full membership: a GPU in vGPU or
+    MIG use is marked ``excluded`` (with the reason, and a note) and the
+    topology loader leaves it out of its groups while keeping their
+    nominal sizes and names. Unhealthy GPUs stay, with their health.
 
     :param found: :class:`HostSources`.
     :returns: dict ``{'version': 1, 'hosts': {hostname: {...}}}`` with the
@@ -251,7 +253,7 @@ def build_fragment(found):
                                                 'pci', 'devices'))
     _check_sources(found)
     smi = {g.address: g for g in found.smi.gpus} if found.smi else {}
-    ids, _ = module_ids.merge([
+    ids = module_ids.merge([
         found.mapping, found.smi.module_ids() if found.smi else None])
     notes = list(found.notes)
     nvlink_reasons = collections.defaultdict(list)
@@ -291,7 +293,8 @@ def build_fragment(found):
             by_id = module_ids.by_module_id(ids, '--board')
             _check_within_domains(
                 [('board group {%s}' % ','.join(map(str, g)),
-                  [by_id[m] for m in g if m in by_id])
+                  sorted((by_id[m] for m in g if m in by_id),
+                         key=pci.address_sort_key))
                  for g in found.board.groups],
                 view, '--board %s' % found.board_name, found.topo.source)
     elif view is not None:
@@ -306,14 +309,9 @@ def build_fragment(found):
                                    if found.pci.nvswitches else ''))
 
     excluded = {a: health.exclusion(g, smi.get(a)) for a, g in gpus.items()}
-    kept = []
-    for members in sorted(groups, key=_group_sort_key):
-        out = [a for a in members if excluded[a]]
-        if out:
-            notes.append('group %s left out: %s' % (_show(members), '; '.join(
-                '%s is excluded: %s' % (a, excluded[a]) for a in out)))
-        else:
-            kept.append(members)
+    notes.extend('%s will be left out of its NVLink groups: %s'
+                 % (address, reason)
+                 for address, reason in excluded.items() if reason)
 
     host = {}
     if found.board_name is not None:
@@ -337,9 +335,9 @@ def build_fragment(found):
         if excluded[address]:
             entry['excluded'] = excluded[address]
         host['gpus'][address] = entry
-    if kept:
+    if groups:
         host['groups'] = [{'members': list(m), 'source': source}
-                          for m in kept]
+                          for m in sorted(groups, key=_group_sort_key)]
     if found.pci.nvswitches:
         host['nvswitches'] = list(found.pci.nvswitches)
     if notes:

@@ -74,7 +74,8 @@ def parse_mapping(text, source):
         if not isinstance(key, str) or not isinstance(value, (int, str)):
             raise errors.NvlinkError(
                 '%s: ["%s"]: expected a module id, got %s'
-                % (source, key, json.dumps(value)))
+                % (source, key, json.dumps(
+                    dict(value) if isinstance(value, _Pairs) else value)))
         try:
             address = pci.normalize_address(key)
             module_id = parse_module_id(value)
@@ -100,8 +101,7 @@ def read_mapping(path):
 def merge(sources):
     """Merge module ids from several :class:`ModuleIds` (None skipped).
 
-    :returns: ``(ids, origin)``: dict ``{address: module id}`` and dict
-        ``{address: source}`` naming where each id came from first.
+    :returns: dict ``{address: module id}``.
     :raises NvlinkError: when two sources give one GPU different ids; the
         message names both.
     """
@@ -117,7 +117,7 @@ def merge(sources):
                        module_id))
             ids.setdefault(address, module_id)
             origin.setdefault(address, src.source)
-    return ids, origin
+    return ids
 
 
 def by_module_id(ids, purpose):

@@ -188,8 +188,7 @@ def run(arguments, timeout=DEFAULT_TIMEOUT):
     :returns: ``(output text or None, note or None)``; both None when
         nvidia-smi is not installed.
     """
-    command = ['nvidia-smi'] + list(arguments)
-    shown = ' '.join(command)
+    shown = ' '.join(['nvidia-smi'] + list(arguments))
     executable = shutil.which('nvidia-smi')
     if executable is None:
         return None, None

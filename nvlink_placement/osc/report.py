@@ -18,7 +18,7 @@ def _read(client, hosts, prefix):
 
     All trees holding PCI RPs are selected when ``hosts`` is empty.
     """
-    state = state_mod.read(client, [model.OWNER_TRAIT],
+    state = state_mod.read(client, [model.OWNER_TRAIT, state_mod.PCI_TRAIT],
                            trait_prefixes=[prefix,
                                            reservation.MARKER_PREFIX])
     if hosts:

@@ -7,7 +7,6 @@ from osc_lib.command import command
 from nvlink_placement import errors
 from nvlink_placement.osc import common
 from nvlink_placement.osc import topology as topology_cmd
-from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
@@ -170,8 +169,7 @@ class Check(_PlanCommand):
 
         def unknown(state, names):
             return [desired.flat(name, known=False) for name in
-                    run.hosts_with(state, state_mod.PCI_TRAIT)
-                    if name not in names]
+                    run.hosts_with_gpus(state) if name not in names]
         with common.placement(self.app, parsed_args) as client:
             result = run.run(client, hosts, apply=False,
                              more_hosts=unknown if parsed_args.all else None)

@@ -1,7 +1,8 @@
 """The one place that talks HTTP to Placement.
 
-Owns microversions, error decoding and the bounded retry of
-``placement.concurrent_update``. Works on any keystoneauth1 ``Adapter``
+Owns microversions and error decoding. A server older than the microversion
+a request needs answers 406; that becomes a clear error naming both
+versions. Works on any keystoneauth1 ``Adapter``
 whose ``service_type`` is ``placement``: the OSC session for a live cloud,
 or :class:`nvlink_placement.placement.embedded.EmbeddedPlacement`.
 
@@ -48,32 +49,6 @@ class PlacementClient(object):
         self.description = description
         self.requests = collections.Counter()
         self._counter_lock = threading.Lock()
-        self._max_version = None
-
-    # -- microversions -----------------------------------------------------
-
-    def max_version(self):
-        """The server's maximum microversion, e.g. ``'1.39'`` (cached)."""
-        if self._max_version is None:
-            body = self.request('GET', '/', version=None)
-            versions = body.get('versions') or [{}]
-            self._max_version = versions[0].get('max_version', '1.0')
-        return self._max_version
-
-    def supports(self, version):
-        """True when the server speaks microversion ``version``."""
-        return version_tuple(self.max_version()) >= version_tuple(version)
-
-    def require(self, version, why):
-        """Raise a clear error unless the server speaks ``version``.
-
-        :raises PlacementError: naming what needs it and what the server has.
-        """
-        if not self.supports(version):
-            raise errors.PlacementError(
-                '%s speaks microversion %s at most; %s needs %s (Placement '
-                'from the Zed release on). Nothing was written.'
-                % (self.description, self.max_version(), why, version))
 
     # -- requests ----------------------------------------------------------
 
@@ -106,6 +81,13 @@ class PlacementClient(object):
         except ks_exc.ClientException as exc:
             raise errors.PlacementError('%s: %s' % (self.description, exc))
         status = response.status_code
+        if status == 406 and version:
+            detail, code = _decode_error(response)
+            raise errors.PlacementError(
+                '%s does not speak microversion %s (%s). Nothing was '
+                'written.' % (self.description, version,
+                              _max_version(response) or detail),
+                status=status, code=code)
         if status in tolerate:
             return None
         if status not in expect:
@@ -129,6 +111,14 @@ class _NullLock(object):
 
     def __exit__(self, *exc):
         return False
+
+
+def _max_version(response):
+    try:
+        error = response.json()['errors'][0]
+        return 'it speaks %s at most' % error['max_version']
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def _decode_error(response):

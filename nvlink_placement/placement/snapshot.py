@@ -206,7 +206,7 @@ def export(client, hosts=None):
     :returns: snapshot dict (parents before children).
     :raises NvlinkError: for an unknown host.
     """
-    current = state_mod.read(client, [])
+    current = state_mod.read(client, [state_mod.PCI_TRAIT])
     if hosts:
         roots = []
         for name in hosts:
@@ -236,10 +236,16 @@ def export(client, hosts=None):
             consumers.setdefault(consumer, {})[p.uuid] = {
                 'resources': alloc['resources']}
     allocations = {}
-    version = '1.38' if client.supports('1.38') else '1.12'
+    version = '1.38'   # consumer_type; older servers get 1.12
     for consumer in sorted(consumers):
-        body = client.get('/allocations/%s' % urllib.parse.quote(consumer),
-                          version=version)
+        url = '/allocations/%s' % urllib.parse.quote(consumer)
+        try:
+            body = client.get(url, version=version)
+        except errors.PlacementError as exc:
+            if exc.status != 406:
+                raise
+            version = '1.12'
+            body = client.get(url, version=version)
         entry = {'project_id': body.get('project_id'),
                  'user_id': body.get('user_id'),
                  'allocations': consumers[consumer]}

@@ -13,6 +13,7 @@ import urllib.parse
 
 
 PCI_TRAIT = 'COMPUTE_MANAGED_PCI_DEVICE'
+READ_VERSION = '1.14'
 
 
 @dataclasses.dataclass
@@ -62,47 +63,40 @@ class State(object):
         return depth
 
 
-def read(client, traits, trait_prefixes=()):
+def read(client, traits, trait_prefixes=(), version=None):
     """Read every provider and which of ``traits`` each carries.
 
+    Requests: one provider listing, one ``GET /traits?name=startswith:
+    CUSTOM_``, and one ``GET /resource_providers?required=<trait>`` per
+    asked trait that exists.
+
     :param client: :class:`PlacementClient`.
-    :param traits: trait names to resolve per provider (always includes
-        ``COMPUTE_MANAGED_PCI_DEVICE``).
-    :param trait_prefixes: also resolve every existing trait starting with
-        one of these (one ``GET /traits?name=startswith:`` each).
-    :returns: :class:`State`.
+    :param traits: trait names to resolve per provider.
+    :param trait_prefixes: also resolve every existing custom trait
+        starting with one of these.
+    :param version: microversion of the listing (``1.37`` for commands that
+        will re-parent, so an older server refuses before any write).
+    :returns: :class:`State`; ``known_traits`` holds the existing custom
+        traits and the standard traits asked for.
     """
-    traits = set(traits) | {PCI_TRAIT}
-    for prefix in trait_prefixes:
-        body = client.get('/traits?' + urllib.parse.urlencode(
-            {'name': 'startswith:' + prefix}), version='1.6')
-        traits |= set(body['traits'])
-    traits = sorted(traits)
-    body = client.get('/resource_providers')
+    body = client.get('/resource_providers', version=version or READ_VERSION)
     providers = [Provider(uuid=rp['uuid'], name=rp['name'],
                           parent_uuid=rp.get('parent_provider_uuid'),
                           root_uuid=rp.get('root_provider_uuid', rp['uuid']),
                           generation=rp['generation'])
                  for rp in body['resource_providers']]
     by_uuid = {p.uuid: p for p in providers}
-    existing = existing_traits(client, traits)
-    for trait in sorted(existing):
+    custom = set(client.get('/traits?name=startswith:CUSTOM_',
+                            version='1.6')['traits'])
+    wanted = {t for t in traits if not t.startswith('CUSTOM_') or t in custom}
+    wanted |= {t for t in custom for p in trait_prefixes if t.startswith(p)}
+    for trait in sorted(wanted):
         listed = client.get('/resource_providers?' + urllib.parse.urlencode(
             {'required': trait}), version='1.18')
         for rp in listed['resource_providers']:
             if rp['uuid'] in by_uuid:
                 by_uuid[rp['uuid']].traits.add(trait)
-    return State(providers, existing)
-
-
-def existing_traits(client, names):
-    """Return the subset of ``names`` that exist in Placement (1 request)."""
-    names = sorted(set(names))
-    if not names:
-        return set()
-    body = client.get('/traits?' + urllib.parse.urlencode(
-        {'name': 'in:' + ','.join(names)}), version='1.6')
-    return set(body['traits'])
+    return State(providers, custom | wanted)
 
 
 def load_inventories(client, state, uuids):

@@ -40,11 +40,14 @@ class DesiredHost:
         them must exist in Placement.
     :ivar known: False for a host the topology does not describe (``check
         --all``): its PCI RPs are reported as unknown GPUs.
+    :ivar ignored: Nova PCI RP names the topology knows but keeps out of
+        groups (excluded GPUs): never reported as unknown.
     """
     name: str
     groups: list
     gpus: dict
     known: bool = True
+    ignored: frozenset = frozenset()
 
     @property
     def traits(self):
@@ -64,15 +67,17 @@ def from_topology(host, health=True):
     groups = [DesiredGroup(g.name, g.parent, g.trait, _group_detail(g))
               for g in host.groups]
     gpus = {}
+    ignored = set()
     for address, gpu in sorted(host.gpus.items()):
         if gpu.excluded:
+            ignored.add(host.gpu_provider_name(address))
             continue
         detail = address if gpu.module_id is None else (
             '%s module %d' % (address, gpu.module_id))
         gpus[host.gpu_provider_name(address)] = DesiredGpu(
             address, host.parent_of_gpu(address), detail,
             reserve=health and gpu.health == 'unhealthy')
-    return DesiredHost(host.name, groups, gpus)
+    return DesiredHost(host.name, groups, gpus, ignored=frozenset(ignored))
 
 
 def flat(host_name, known=True):

@@ -32,7 +32,8 @@ def apply(client, actions, state, workers=1, on_action=None,
           on_host=None):
     """Apply ``actions`` (from :func:`nvlink_placement.plan.planner.plan`).
 
-    :param client: :class:`PlacementClient` (server must speak 1.37).
+    :param client: :class:`PlacementClient` (the server must speak 1.37:
+        :func:`nvlink_placement.plan.run.read_and_plan` checks it).
     :param state: the :class:`State` the plan was made from (for uuids).
     :param workers: hosts applied in parallel.
     :param on_action: callable(action) after each successful write.
@@ -41,7 +42,6 @@ def apply(client, actions, state, workers=1, on_action=None,
     :raises PlacementError: when a trait cannot be created (every host
         needs it, so nothing else is attempted).
     """
-    client.require(pc.WRITE_VERSION, 're-parenting resource providers')
     on_action = on_action or (lambda action: None)
     on_host = on_host or (lambda host, failure: None)
     for action in actions:

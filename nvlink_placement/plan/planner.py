@@ -10,20 +10,19 @@ Safety rules (DESIGN.md section 4): only RPs carrying the owner trait are
 deleted; Nova's PCI RPs are moved, never renamed and never leave their
 compute node's tree; group RPs never get ``COMPUTE_MANAGED_PCI_DEVICE``.
 An RP named like one of our groups, in the right tree, without the owner
-trait and without the PCI trait, is adopted (that is what a run
+trait, is adopted (that is what a run
 interrupted between ``create-provider`` and ``set-traits`` leaves).
 """
 
 import dataclasses
 
 from nvlink_placement import errors
-from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired as desired_mod
 from nvlink_placement.plan import reservation
+from nvlink_placement.topology import pci
 
 OWNER = desired_mod.OWNER_TRAIT
-PCI = state_mod.PCI_TRAIT
 
 
 @dataclasses.dataclass
@@ -38,8 +37,12 @@ class Plan:
 
 
 def traits_to_query(desired_hosts):
-    """Traits whose carriers planning must know."""
-    traits = {OWNER, PCI}
+    """Traits whose carriers planning must know.
+
+    Nova's PCI RPs are recognised by name (``<host>_<ADDRESS>``), so the
+    PCI trait is not queried: a no-op check stays at five requests.
+    """
+    traits = {OWNER}
     for host in desired_hosts:
         traits |= host.traits
     return traits
@@ -129,6 +132,11 @@ class _HostPlanner(object):
         self.problems = []
         self.findings = []
 
+    def is_gpu(self, provider):
+        """A Nova PCI RP of this host (by name, see traits_to_query)."""
+        return pci.address_of_provider(self.host.name,
+                                       provider.name) is not None
+
     def problem(self, message):
         self.problems.append('%s: %s' % (self.host.name, message))
 
@@ -184,10 +192,6 @@ class _HostPlanner(object):
                              ' the tree of %s' % (group.name, existing.uuid,
                                                   _root_name(state, existing)))
                 continue
-            if PCI in existing.traits:
-                self.problem('%r carries %s: it is a Nova PCI provider, not a'
-                             ' group' % (group.name, PCI))
-                continue
             self.uuid_of[group.name] = existing.uuid
             add = tuple(t for t in (group.trait, OWNER)
                         if t not in existing.traits)
@@ -233,10 +237,11 @@ class _HostPlanner(object):
                     gpu.detail, uuid=rp.uuid, drift=act.WRONG_PARENT))
             reservations.extend(self.reservation(rp, gpu))
         for rp in self.tree.values():
-            if (PCI in rp.traits and rp.name not in host.gpus and
-                    rp.name in self.marked):
+            if rp.name in host.gpus or not self.is_gpu(rp):
+                continue
+            if rp.name in self.marked:
                 reservations.extend(self.reservation(rp, None))
-            if PCI in rp.traits and rp.name not in host.gpus:
+            if not host.ignored or rp.name not in host.ignored:
                 self.findings.append(self.action(
                     '', rp.name, detail='PCI provider not in the topology',
                     drift=act.UNKNOWN_GPU))
@@ -270,7 +275,7 @@ class _HostPlanner(object):
         if carrier is None:
             return []
         if address is None:
-            address = rp.name[len(self.host.name) + 1:]
+            address = pci.address_of_provider(self.host.name, rp.name)
         return [self.action(
             act.SET_RESERVED, rp.name,
             detail='release (reserved by this tool, GPU no longer unhealthy)'
@@ -292,7 +297,7 @@ class _HostPlanner(object):
                 if (child.name in host.gpus or child.name in wanted or
                         child.uuid in obsolete_uuids):
                     continue
-                if PCI in child.traits:
+                if self.is_gpu(child):
                     moves.append(self.action(
                         act.MOVE_PROVIDER, child.name, host.name,
                         'not in the topology' if host.groups or not

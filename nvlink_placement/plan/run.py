@@ -7,6 +7,7 @@ from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
 from nvlink_placement.plan import reservation
+from nvlink_placement.topology import pci
 
 
 @dataclasses.dataclass
@@ -45,6 +46,17 @@ def hosts_with(state, trait):
     return sorted(state.by_uuid[u].name for u in roots if u in state.by_uuid)
 
 
+def hosts_with_gpus(state):
+    """Names of the root providers with a Nova PCI RP (found by name)."""
+    names = set()
+    for provider in state.by_uuid.values():
+        root = state.by_uuid.get(provider.root_uuid)
+        if root is not None and pci.address_of_provider(root.name,
+                                                        provider.name):
+            names.add(root.name)
+    return sorted(names)
+
+
 def read_and_plan(client, desired_hosts, more_hosts=None):
     """Read Placement (constant requests plus a few inventories) and plan.
 
@@ -54,9 +66,9 @@ def read_and_plan(client, desired_hosts, more_hosts=None):
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
     """
-    client.require(pc.WRITE_VERSION, 'reshaping (re-parenting providers)')
     current = state_mod.read(client, planner.traits_to_query(desired_hosts),
-                             trait_prefixes=[reservation.MARKER_PREFIX])
+                             trait_prefixes=[reservation.MARKER_PREFIX],
+                             version=pc.WRITE_VERSION)
     if more_hosts is not None:
         desired_hosts = desired_hosts + more_hosts(
             current, {h.name for h in desired_hosts})

@@ -14,6 +14,11 @@ _BDF = re.compile(
     r'(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])\s*$')
 
 
+# Nova upper-cases the sysfs form (domain %04x, so 4 or more digits).
+_NOVA_ADDRESS = re.compile(
+    r'^[0-9A-F]{4,8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$')
+
+
 def normalize_address(text):
     """Return the sysfs form of a PCI address.
 
@@ -49,3 +54,17 @@ def nova_provider_name(hypervisor_hostname, address):
     ``<hypervisor_hostname>_<PCI address upper-cased>``.
     """
     return '%s_%s' % (hypervisor_hostname, normalize_address(address).upper())
+
+
+def address_of_provider(hypervisor_hostname, provider_name):
+    """The PCI address a Nova PCI RP name stands for, or None.
+
+    The inverse of :func:`nova_provider_name`: ``compute-01_0000:4C:00.0``
+    with host ``compute-01`` gives ``0000:4c:00.0``; any other name
+    (group RPs, other hosts' RPs) gives None.
+    """
+    prefix = hypervisor_hostname + '_'
+    if not provider_name.startswith(prefix):
+        return None
+    rest = provider_name[len(prefix):]
+    return normalize_address(rest) if _NOVA_ADDRESS.match(rest) else None

@@ -173,8 +173,7 @@ class TestDrift(Day2TestCase):
 
         def unknown(state, names):
             return [desired.flat(n, known=False) for n in
-                    run.hosts_with(state, 'COMPUTE_MANAGED_PCI_DEVICE')
-                    if n not in names]
+                    run.hosts_with_gpus(state) if n not in names]
         result = run.run(self.client, wanted, apply=False,
                          more_hosts=unknown)
         findings = sorted((a.host, a.provider, a.drift)

@@ -1,5 +1,7 @@
 """Reshape on a real embedded Placement seeded as Nova seeds it."""
 
+import fixtures
+
 from nvlink_placement import errors
 from nvlink_placement.plan import actions as act
 from tests.functional import base
@@ -264,9 +266,12 @@ class TestBadInputWritesNothing(base.PlacementTestCase):
         self.assertEqual(self.before, self.dump())
 
     def test_old_microversion_refused(self):
-        self.client._max_version = '1.36'
+        # The real server answers 406 above its maximum (1.39): ask for
+        # more than it has, as a 1.36 server would be asked for 1.37.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nvlink_placement.placement.client.WRITE_VERSION', '1.99'))
         exc = self.assertRaises(errors.PlacementError, self.reshape)
-        self.assertIn('speaks microversion 1.36 at most', str(exc))
-        self.assertIn('needs 1.37', str(exc))
-        self.client._max_version = None
+        self.assertEqual('embedded Placement does not speak microversion '
+                         '1.99 (it speaks 1.39 at most). Nothing was '
+                         'written.', str(exc))
         self.assertEqual(self.before, self.dump())

@@ -35,3 +35,15 @@ class TestNormalize(base.BaseTestCase):
         self.assertEqual(['0000:19:00.0', '0000:9b:00.0', '0009:01:00.0',
                           '10000:00:00.0'],
                          sorted(addresses, key=pci.address_sort_key))
+
+    def test_address_of_provider(self):
+        self.assertEqual('0000:4c:00.0', pci.address_of_provider(
+            'compute-01', 'compute-01_0000:4C:00.0'))
+        self.assertEqual('10000:01:00.0', pci.address_of_provider(
+            'h', 'h_10000:01:00.0'))
+        for name in ('compute-01_nvlink-group-of-2-a',
+                     'compute-01_0000:4c:00.0',      # Nova upper-cases
+                     'compute-02_0000:4C:00.0', 'compute-01_4C:00.0',
+                     'compute-01'):
+            self.assertIsNone(pci.address_of_provider('compute-01', name),
+                              name)
