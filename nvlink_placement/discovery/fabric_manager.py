@@ -451,11 +451,7 @@ def parse_fmpm_json(text, source):
     :raises NvlinkError: invalid JSON (line and column) or a missing or
         mistyped key (key path), or counts that do not match the lists.
     """
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise errors.NvlinkError('%s: line %d column %d: invalid JSON: %s'
-                                 % (source, exc.lineno, exc.colno, exc.msg))
+    document = files.parse_json(text, source)
     infos = _field(document, 'partitionInfo', list, source)
     count = _field(document, 'numPartitions', int, source, required=False)
     if count is not None and count != len(infos):

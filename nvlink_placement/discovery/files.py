@@ -1,4 +1,6 @@
-"""Reading the files an operator names on the command line."""
+"""Reading the files an operator names, and locating errors in them."""
+
+import json
 
 from nvlink_placement import errors
 
@@ -16,3 +18,20 @@ def read_text(path, what):
         raise errors.NvlinkError('cannot read %s %s: %s'
                                  % (what, path,
                                     getattr(exc, 'strerror', None) or exc))
+
+
+def line_error(source, lineno, message):
+    """Return an NvlinkError located at ``<source>: line <lineno>``."""
+    return errors.NvlinkError('%s: line %d: %s' % (source, lineno, message))
+
+
+def parse_json(text, source, **options):
+    """``json.loads(text, **options)`` with errors naming file and line.
+
+    :raises NvlinkError: ``<source>: line L column C: invalid JSON: ...``.
+    """
+    try:
+        return json.loads(text, **options)
+    except ValueError as exc:
+        raise errors.NvlinkError('%s: line %d column %d: invalid JSON: %s'
+                                 % (source, exc.lineno, exc.colno, exc.msg))

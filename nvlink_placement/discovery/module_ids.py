@@ -59,11 +59,7 @@ def parse_mapping(text, source):
         a key that is not a PCI address, a value that is not a module id,
         or one device listed twice under different spellings.
     """
-    try:
-        pairs = json.loads(text, object_pairs_hook=_Pairs)
-    except ValueError as exc:
-        raise errors.NvlinkError('%s: line %d column %d: invalid JSON: %s'
-                                 % (source, exc.lineno, exc.colno, exc.msg))
+    pairs = files.parse_json(text, source, object_pairs_hook=_Pairs)
     if not isinstance(pairs, _Pairs):
         raise errors.NvlinkError(
             '%s: expected a JSON object {"<PCI address>": <module id>}'

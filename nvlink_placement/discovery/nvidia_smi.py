@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 
+from nvlink_placement.discovery import files
 from nvlink_placement.discovery import module_ids
 from nvlink_placement import errors
 from nvlink_placement.topology import pci
@@ -107,15 +108,11 @@ def _fields(text):
             stack.append((indent, key))
 
 
-def _fail(source, lineno, message):
-    raise errors.NvlinkError('%s: line %d: %s' % (source, lineno, message))
-
-
 def _address(text, source, lineno):
     try:
         return pci.normalize_address(text)
     except ValueError as exc:
-        _fail(source, lineno, exc)
+        raise files.line_error(source, lineno, exc)
 
 
 def parse_query(text, source):
@@ -142,8 +139,8 @@ def parse_query(text, source):
             gpu.address = _address(value, source, lineno)
         elif key == 'module id':
             if not value.isdigit():
-                _fail(source, lineno, 'module id %r is not a number'
-                      % value)
+                raise files.line_error(source, lineno,
+                                       'module id %r is not a number' % value)
             gpu.module_id = int(value)
         elif path == ('mig mode', 'current'):
             gpu.mig_enabled = value.lower() == 'enabled'
@@ -160,8 +157,8 @@ def parse_query(text, source):
         elif path == ('temperature', 'gpu current temp'):
             match = _TEMPERATURE.match(value)
             if not match:
-                _fail(source, lineno, 'temperature %r is not "<n> C"'
-                      % value)
+                raise files.line_error(source, lineno,
+                                       'temperature %r is not "<n> C"' % value)
             gpu.temperature_c = int(match.group(1))
     if not gpus:
         raise errors.NvlinkError(
@@ -170,8 +167,9 @@ def parse_query(text, source):
     first = {}
     for gpu in gpus:
         if gpu.address in first:
-            _fail(source, gpu.line, 'GPU %s was already listed at line %d'
-                  % (gpu.address, first[gpu.address]))
+            raise files.line_error(source, gpu.line,
+                                   'GPU %s was already listed at line %d'
+                                   % (gpu.address, first[gpu.address]))
         first[gpu.address] = gpu.line
     return SmiReport(source, gpus)
 

@@ -183,6 +183,14 @@ def _read(path):
                                  % (path, exc.strerror or exc))
 
 
+def _read_hex(path):
+    """An attribute every PCI device has (vendor, device, class), as int."""
+    text = _read(path)
+    if text is None:
+        raise errors.NvlinkError('%s is missing' % path)
+    return parse_hex(text, path)
+
+
 def _link_name(path):
     """Basename of a symlink's target, or None when there is no link."""
     try:
@@ -244,8 +252,8 @@ def read_gpu(device_dir, address):
     numa = number('numa_node', parse_int)
     return PciGpu(
         address=address,
-        vendor_id='%04x' % number('vendor', parse_hex),
-        device_id='%04x' % number('device', parse_hex),
+        vendor_id='%04x' % _read_hex(os.path.join(device_dir, 'vendor')),
+        device_id='%04x' % _read_hex(os.path.join(device_dir, 'device')),
         numa_node=None if numa is None or numa < 0 else numa,
         iommu_group=_link_name(os.path.join(device_dir, 'iommu_group')),
         driver=_link_name(os.path.join(device_dir, 'driver')),
@@ -281,12 +289,9 @@ def scan(sysfs_root='/sys'):
     gpus, nvswitches = {}, []
     for name in sorted(names, key=pci.address_sort_key):
         device_dir = os.path.join(devices, name)
-        vendor_path = os.path.join(device_dir, 'vendor')
-        vendor = _read(vendor_path)
-        if vendor is None or parse_hex(vendor, vendor_path) != NVIDIA_VENDOR:
+        if _read_hex(os.path.join(device_dir, 'vendor')) != NVIDIA_VENDOR:
             continue
-        class_path = os.path.join(device_dir, 'class')
-        pci_class = parse_hex(_read(class_path) or '', class_path)
+        pci_class = _read_hex(os.path.join(device_dir, 'class'))
         address = pci.normalize_address(name)
         if pci_class == NVSWITCH_CLASS:
             nvswitches.append(address)

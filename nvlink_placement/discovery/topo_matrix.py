@@ -21,7 +21,9 @@ import collections
 import dataclasses
 import re
 
+from nvlink_placement.discovery import files
 from nvlink_placement import errors
+from nvlink_placement.topology import pci
 
 _CELL_SPLIT = re.compile(r'\t| {2,}')
 _LINK = re.compile(r'^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$')
@@ -97,28 +99,31 @@ def parse(text, source):
         if label not in devices:
             break
         if label in lines:
-            _fail(source, lineno, 'row %s repeats line %d'
-                  % (label, lines[label]))
+            raise files.line_error(source, lineno, 'row %s repeats line %d'
+                                   % (label, lines[label]))
         links = row[1:1 + len(devices)]
         if len(links) < len(devices) or '' in links:
-            _fail(source, lineno, 'row %s has fewer link cells than the '
-                  '%d devices the header names' % (label, len(devices)))
+            raise files.line_error(
+                source, lineno, 'row %s has fewer link cells than the %d '
+                'devices the header names' % (label, len(devices)))
         for column, link in zip(devices, links):
             if not _LINK.match(link) or (link == 'X') != (column == label):
-                _fail(source, lineno, '%s/%s: unexpected cell %r'
-                      % (label, column, link))
+                raise files.line_error(source, lineno,
+                                       '%s/%s: unexpected cell %r'
+                                       % (label, column, link))
             other = cells.get((column, label))
             if other is not None and other != link:
-                _fail(source, lineno, '%s-%s is %s, but %s-%s is %s on '
-                      'line %d' % (label, column, link, column, label,
-                                   other, lines[column]))
+                raise files.line_error(
+                    source, lineno, '%s-%s is %s, but %s-%s is %s on line %d'
+                    % (label, column, link, column, label, other,
+                       lines[column]))
             cells[(label, column)] = link
         values = [c for c in row[1 + len(devices):] if c]
         if len(values) > len(trailing):
-            _fail(source, lineno, 'row %s has %d values after the links, '
-                  'the header names %d columns (%s)'
-                  % (label, len(values), len(trailing),
-                     ', '.join(trailing)))
+            raise files.line_error(
+                source, lineno, 'row %s has %d values after the links, the '
+                'header names %d columns (%s)' % (
+                    label, len(values), len(trailing), ', '.join(trailing)))
         attributes[label] = dict(zip(trailing, values))
         lines[label] = lineno
     if devices is None:
@@ -127,10 +132,6 @@ def parse(text, source):
             'starting with GPU0) found' % source)
     gpus = [d for d in devices if _GPU.match(d)]
     return TopoMatrix(source, devices, gpus, cells, attributes, lines)
-
-
-def _fail(source, lineno, message):
-    raise errors.NvlinkError('%s: line %d: %s' % (source, lineno, message))
 
 
 @dataclasses.dataclass
@@ -214,7 +215,7 @@ def analyse(matrix, addresses, nvswitch_board):
                [frozenset(name[g] for g in c) for c in components])
 
     low = collections.defaultdict(list)
-    none = collections.defaultdict(list)
+    unlinked = collections.defaultdict(list)
     groups, notes = [], []
     for component in ([matrix.gpus] if single else components):
         for (a, b), link in pairs.items():
@@ -224,11 +225,12 @@ def analyse(matrix, addresses, nvswitch_board):
                 low[a].append((b, link))
                 low[b].append((a, link))
             elif not nv_count(link):
-                none[a].append((b, link))
-                none[b].append((a, link))
-        broken = any(g in none for g in component)
+                unlinked[a].append((b, link))
+                unlinked[b].append((a, link))
+        broken = any(g in unlinked for g in component)
         if not single and len(component) > 1:
-            members = tuple(name[g] for g in component)
+            members = tuple(sorted((name[g] for g in component),
+                                   key=pci.address_sort_key))
             if broken:
                 notes.append('%s: GPUs %s are NVLink-connected, but not '
                              'every pair directly: no group made'
@@ -242,12 +244,12 @@ def analyse(matrix, addresses, nvswitch_board):
                 'NVLink to %s below the expected NV%d (nvidia-smi topo -m)'
                 % (', '.join('%s: %s' % (name[o], link)
                              for o, link in low[gpu]), expected))
-        if none[gpu]:
+        if unlinked[gpu]:
             degraded[name[gpu]].append(
                 'no NVLink to %s although the GPUs share an NVLink domain '
                 '(nvidia-smi topo -m)'
                 % ', '.join('%s: %s' % (name[o], link)
-                            for o, link in none[gpu]))
+                            for o, link in unlinked[gpu]))
     return NvlinkView(single, domains, groups, dict(degraded), notes)
 
 

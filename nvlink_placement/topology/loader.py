@@ -343,7 +343,7 @@ class _Checker(object):
             else:
                 by_module[gpu.module_id] = address
         return [(tuple(by_module[m] for m in group if m in by_module),
-                 len(group), 'board', (min(group),))
+                 len(group), 'board', (0, min(group)))
                 for group in board.groups]
 
     def explicit_domains(self, name, groups, gpus):
@@ -376,8 +376,12 @@ class _Checker(object):
                         continue
                     gpus[address] = model.Gpu(address)
                 members.append(address)
-            order = min((pci.address_sort_key(a) for a in members),
-                        default=())
+            modules = [gpus[a].module_id for a in members]
+            if members and None not in modules:
+                order = (0, min(modules))
+            else:
+                order = (1, min((pci.address_sort_key(a) for a in members),
+                                default=()))
             domains.append((tuple(members), len(group), source, order))
         sets = [frozenset(d[0]) for d in domains]
         for i, j in laminar.conflicts(sets):

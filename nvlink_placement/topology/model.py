@@ -135,9 +135,10 @@ def build_groups(host, domains, gpus, trait_prefix):
     :param host: host name.
     :param domains: list of ``(members, nominal_size, source, order)``;
         members are canonical addresses of the GPUs present and usable,
-        ``order`` is the sort key the letter comes from (lowest module id of
-        the full domain, else its lowest address), so names stay stable when
-        a GPU is missing or excluded. The family must already be laminar.
+        ``order`` is the sort key the letter comes from: ``(0, lowest
+        module id)`` of the full domain, or ``(1, lowest address key)`` where
+        module ids are unknown, so names stay stable when a GPU is missing or
+        excluded. The family must already be laminar.
         Domains with fewer than two members or holding every GPU are
         skipped (they create no resource provider) but keep their letter.
     :param gpus: dict address -> :class:`Gpu` (for module ids).

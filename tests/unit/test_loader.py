@@ -219,3 +219,16 @@ class TestLoader(base.BaseTestCase):
         path = self.write('{"version": 1,}', 'x.json')
         exc = self.assertRaises(errors.TopologyError, loader.load, path)
         self.assertIn('invalid JSON at line 1', str(exc))
+
+    def test_explicit_groups_lettered_by_module_id(self):
+        # Same pairs as the board, given by address: same names (DESIGN
+        # section 4: letters by lowest module id).
+        text = H100.replace('    board: hgx-h100-8gpu\n', '') + (
+            '    groups:\n'
+            '      - ["0000:19:00.0", "0000:3b:00.0"]\n'
+            '      - ["0000:4c:00.0", "0000:5d:00.0"]\n')
+        host = loader.load(self.write(text)).hosts['compute-01']
+        self.assertEqual(
+            [('compute-01_nvlink-group-of-2-a', (1, 3)),
+             ('compute-01_nvlink-group-of-2-b', (2, 4))],
+            sorted((g.name, tuple(sorted(g.modules))) for g in host.groups))
