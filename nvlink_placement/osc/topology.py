@@ -2,9 +2,11 @@
 
 from osc_lib.cli import format_columns
 from osc_lib.command import command
+import yaml
 
 from nvlink_placement import errors
 from nvlink_placement.topology import loader
+from nvlink_placement.topology import merge
 
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
 
@@ -60,6 +62,40 @@ class ShowTopology(command.Lister):
                              format_columns.ListColumn(
                                  [m for m in group.modules if m is not None])))
         return SHOW_COLUMNS, rows
+
+
+class MergeTopology(command.Command):
+    """Merge topology fragments (from host inspect) into one topology file.
+
+    A host in two fragments is an error unless both are identical. The
+    merged document is validated before it is written: nothing is written
+    when anything is wrong.
+    """
+
+    auth_required = False
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('fragments', metavar='FRAGMENT', nargs='+',
+                            help='Topology files or fragments (YAML/JSON).')
+        parser.add_argument('-o', '--output', metavar='FILE', required=True,
+                            help='Merged topology file to write (YAML).')
+        return parser
+
+    def take_action(self, parsed_args):
+        document = merge.merge(parsed_args.fragments, parsed_args.output)
+        topology = loader.parse(document, parsed_args.output)
+        text = yaml.safe_dump(document, sort_keys=False,
+                              default_flow_style=False)
+        try:
+            with open(parsed_args.output, 'w', encoding='utf-8') as f:
+                f.write(text)
+        except OSError as exc:
+            raise errors.NvlinkError('%s: %s' % (parsed_args.output,
+                                                 exc.strerror or exc))
+        self.app.stdout.write('%s: %d hosts from %d fragments\n' % (
+            parsed_args.output, len(topology.hosts),
+            len(parsed_args.fragments)))
 
 
 def select_hosts(topology, names):
