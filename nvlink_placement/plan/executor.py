@@ -8,6 +8,7 @@ Placement on the next run, so a crash between any two writes converges.
 
 import concurrent.futures
 import itertools
+import uuid as uuid_mod
 
 from nvlink_placement import errors
 from nvlink_placement.placement import client as pc
@@ -101,7 +102,9 @@ class _HostRunner(object):
         self.on_action(action)
 
     def _create_provider(self, action):
-        body = {'name': action.provider,
+        # The uuid is chosen here so that every write of a run can be
+        # recorded and replayed (benchmarks/reshape_scale.py).
+        body = {'uuid': str(uuid_mod.uuid4()), 'name': action.provider,
                 'parent_provider_uuid': self.uuids[action.parent]}
         rp = self.client.request('POST', '/resource_providers', body=body,
                                  version='1.20', expect=(200,))
