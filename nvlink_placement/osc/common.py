@@ -37,14 +37,25 @@ def add_placement_arguments(parser, save=True):
                  'OUT (same format).')
 
 
-def live_client(app):
-    """Authenticate through OSC and return a :class:`PlacementClient`."""
+def authenticate(app):
+    """Authenticate through OSC; return its ``ClientManager``.
+
+    What ``osc_lib.shell.prepare_to_run_command`` does for commands with
+    ``auth_required = True``; ours set it False because they also run
+    offline, and call this when they do need the cloud.
+    """
     manager = app.client_manager
     manager._auth_required = True
     manager._cli_options = app.cloud_config.get_one(
         cloud=app.options.cloud, argparse=app.options, validate=True,
         app_name=manager._app_name, app_version=manager._app_version)
     manager.setup_auth()
+    return manager
+
+
+def live_client(app):
+    """Authenticate through OSC and return a :class:`PlacementClient`."""
+    manager = authenticate(app)
     adapter = ks_adapter.Adapter(
         session=manager.session, service_type='placement',
         interface=manager.interface, region_name=manager.region_name,

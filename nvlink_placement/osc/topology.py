@@ -11,6 +11,13 @@ from nvlink_placement.topology import merge
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
 
 
+class IntListColumn(format_columns.ListColumn):
+    """A list of ints: ``1, 3`` in tables, numbers in ``-f json``."""
+
+    def human_readable(self):
+        return ', '.join(str(v) for v in self._value or ())
+
+
 class ValidateTopology(command.Command):
     """Validate a topology file and report every problem with its location.
 
@@ -59,7 +66,7 @@ class ShowTopology(command.Lister):
             for group in host.groups:
                 rows.append((host.name, group.name, group.size, group.trait,
                              format_columns.ListColumn(group.members),
-                             format_columns.ListColumn(
+                             IntListColumn(
                                  [m for m in group.modules if m is not None])))
         return SHOW_COLUMNS, rows
 

@@ -1,0 +1,15 @@
+"""Flavors for NVLink-domain subtrees (DESIGN.md section 5).
+
+Pure logic, no I/O except in :mod:`.verify` (Placement reads) and
+:mod:`.apply` (compute API):
+
+- :mod:`.generate`: flavor specs (size, extra specs) from a topology, in
+  the ``mosk`` or ``upstream`` dialect.
+- :mod:`.request`: the ``GET /allocation_candidates`` query Nova builds
+  from a flavor and its ``[pci] alias`` configuration.
+- :mod:`.verify`: run that query and check every allocation request
+  against the topology's NVLink domains.
+- :mod:`.novaconfig`: the Nova and Placement settings to pair with the
+  reshaped tree.
+- :mod:`.apply`: create or update flavors through the compute API.
+"""

@@ -1,0 +1,324 @@
+"""Flavor specs that keep a VM's GPUs inside one NVLink domain.
+
+Pure: from :class:`nvlink_placement.topology.model.Host` objects to
+:class:`FlavorSpec` objects. The keys follow DESIGN.md section 5; for N
+GPUs of alias ``A`` whose N-GPU domains carry trait ``<prefix>N``
+(``mosk`` dialect)::
+
+    pci_passthrough:alias     = A:N:_A
+    trait_nvlN:<prefix>N      = required
+    placement:same_subtree    = _A-0,...,_A-<N-1>,_nvlN
+    placement:group_policy    = none
+
+Nova turns the alias into one request group per GPU, suffixed
+``_A-<i>`` (the third alias field names them; a downstream MOSK
+extension); ``trait_nvlN`` makes the resourceless group ``_nvlN`` that
+only a group resource provider satisfies, and ``same_subtree`` makes it
+the ancestor of every GPU. 1-GPU flavors and whole-host flavors carry
+only ``pci_passthrough:alias = A:N``.
+
+Upstream Nova accepts only ``alias:count`` (``nova/pci/request.py``
+unpacks ``name, count = spec.split(':')``) and suffixes each GPU's group
+with a random UUID (``<request_id>-<i>``), so no flavor key can refer to
+them: the ``upstream`` dialect refuses every size but 1 and whole-host.
+"""
+
+import dataclasses
+import re
+
+from nvlink_placement import errors
+from nvlink_placement.topology import model
+
+MOSK = 'mosk'
+UPSTREAM = 'upstream'
+DIALECTS = (MOSK, UPSTREAM)
+
+DEFAULT_NAME_TEMPLATE = 'gpu.{alias}.{size}x'
+DEFAULT_VCPUS_PER_GPU = 16
+DEFAULT_RAM_PER_GPU = 131072   # MiB
+DEFAULT_DISK = 100             # GB
+
+ALIAS_KEY = 'pci_passthrough:alias'
+SUBTREE_KEY = 'placement:same_subtree'
+POLICY_KEY = 'placement:group_policy'
+
+#: What a size means: one GPU, one NVLink domain below the compute node
+#: (a group resource provider), or every GPU of a host.
+SINGLE = 'single'
+DOMAIN = 'domain'
+WHOLE_HOST = 'whole-host'
+
+# Request group suffixes, Placement microversion 1.33
+# (placement/schemas/common.py GROUP_PAT).
+SUFFIX = re.compile(r'^[a-zA-Z0-9_-]{1,64}$')
+# An alias name must survive Nova's parsing of the alias extra spec:
+# items split on ',', fields on ':', spaces stripped.
+_ALIAS_NAME = re.compile(r'^[^:,\s]+$')
+
+COLUMNS = ('name', 'vcpus', 'ram', 'disk', 'extra_specs')
+
+UPSTREAM_REASON = (
+    'upstream Nova cannot name the request groups of a PCI alias (it '
+    'suffixes each GPU\'s group with a random UUID), so no flavor key can '
+    'keep the %d GPUs in one NVLink domain: such a flavor would silently '
+    'get GPUs from different domains. Upstream can express only 1-GPU and '
+    'whole-host flavors; use --dialect mosk with a Nova that has the '
+    'named-alias extension (alias:count:prefix, placement:same_subtree).')
+
+
+@dataclasses.dataclass(frozen=True)
+class FlavorSpec:
+    """A flavor to create.
+
+    :ivar size: GPUs per instance.
+    :ivar kind: :data:`SINGLE`, :data:`DOMAIN` or :data:`WHOLE_HOST`.
+    :ivar ram: MiB; :ivar disk: GB (root disk).
+    :ivar extra_specs: dict key -> str value, in display order.
+    """
+    name: str
+    size: int
+    kind: str
+    vcpus: int
+    ram: int
+    disk: int
+    extra_specs: dict
+
+    def as_dict(self):
+        """The flavor as ``flavor generate -f json`` prints it."""
+        return {'name': self.name, 'vcpus': self.vcpus, 'ram': self.ram,
+                'disk': self.disk, 'extra_specs': dict(self.extra_specs)}
+
+
+@dataclasses.dataclass
+class Generated:
+    """Result of :func:`generate`.
+
+    :ivar flavors: list of :class:`FlavorSpec`, by size.
+    :ivar skipped: list of ``(size, reason)``: default sizes left out
+        (only with the upstream dialect and no explicit sizes).
+    :ivar notes: list of warnings about hosts a flavor cannot use.
+    """
+    flavors: list
+    skipped: list
+    notes: list
+
+
+def usable_gpus(host):
+    """Addresses of the GPUs of ``host`` not excluded from NVLink groups."""
+    return [a for a, gpu in host.gpus.items() if not gpu.excluded]
+
+
+def domains(host, size):
+    """The NVLink domains of ``size`` GPUs on ``host``.
+
+    A domain is a group of that nominal size with all its GPUs, a single
+    usable GPU for size 1, or every usable GPU of the host when that is
+    the size (the whole board, partition 0 on NVSwitch boards).
+
+    :returns: dict frozenset of addresses -> label (the group RP name, the
+        address for size 1, ``<host> (whole host)``).
+    """
+    usable = usable_gpus(host)
+    found = {}
+    if size == 1:
+        found.update({frozenset([a]): a for a in usable})
+    for group in host.groups:
+        if group.size == size and len(group.members) == size:
+            found[frozenset(group.members)] = group.name
+    if len(usable) == size:
+        found.setdefault(frozenset(usable), '%s (whole host)' % host.name)
+    return found
+
+
+def domain_sizes(hosts):
+    """Sorted nominal sizes of the group resource providers of ``hosts``."""
+    return sorted({g.size for h in hosts for g in h.groups})
+
+
+def whole_host_sizes(hosts):
+    """Sorted usable GPU counts of ``hosts`` (hosts without GPUs left out)."""
+    return sorted({len(usable_gpus(h)) for h in hosts if usable_gpus(h)})
+
+
+def default_sizes(hosts):
+    """1, every domain size and every whole-host size, sorted."""
+    return sorted({1} | set(domain_sizes(hosts)) |
+                  set(whole_host_sizes(hosts)))
+
+
+def _existing_sizes_text(hosts):
+    return ', '.join(map(str, default_sizes(hosts)))
+
+
+def classify(hosts, size, dialect=MOSK):
+    """What ``size`` means on ``hosts``.
+
+    :returns: ``(kind, None)`` or ``(None, reason)`` when refused.
+    """
+    if size < 1:
+        return None, 'sizes are GPU counts, at least 1'
+    if size == 1:
+        return SINGLE, None
+    if size in domain_sizes(hosts):
+        if dialect == UPSTREAM:
+            return None, UPSTREAM_REASON % size
+        return DOMAIN, None
+    if size in whole_host_sizes(hosts):
+        bigger = sorted(h.name for h in hosts if len(usable_gpus(h)) > size)
+        if bigger:
+            return None, (
+                '%d GPUs are the whole of host(s) %s, but host(s) %s have '
+                'more GPUs and no %d-GPU NVLink domain: Nova could give '
+                'such a flavor %d GPUs from different domains there' % (
+                    size, ', '.join(h.name for h in hosts
+                                    if len(usable_gpus(h)) == size),
+                    ', '.join(bigger), size, size))
+        return WHOLE_HOST, None
+    return None, ('no NVLink domain of %d GPUs in the topology; sizes that '
+                  'exist: %s' % (size, _existing_sizes_text(hosts)))
+
+
+def gpu_suffix(alias, index):
+    """Suffix of the request group of the ``index``-th GPU: ``_A-<i>``."""
+    return '_%s-%d' % (alias, index)
+
+
+def domain_suffix(size):
+    """Suffix of the resourceless group of a ``size`` domain: ``_nvlN``."""
+    return '_nvl%d' % size
+
+
+def extra_specs(alias, size, kind, trait_prefix=model.DEFAULT_TRAIT_PREFIX):
+    """The extra specs of a flavor of ``size`` GPUs of ``alias``.
+
+    :param kind: from :func:`classify`.
+    :returns: dict key -> value (str), in display order.
+    """
+    if kind != DOMAIN:
+        return {ALIAS_KEY: '%s:%d' % (alias, size)}
+    groups = [gpu_suffix(alias, i) for i in range(size)]
+    return {
+        ALIAS_KEY: '%s:%d:_%s' % (alias, size, alias),
+        'trait%s:%s%d' % (domain_suffix(size), trait_prefix, size):
+            'required',
+        SUBTREE_KEY: ','.join(groups + [domain_suffix(size)]),
+        POLICY_KEY: 'none',
+    }
+
+
+def check_alias(alias, sizes=()):
+    """Refuse alias names Nova or Placement cannot carry.
+
+    :param sizes: domain sizes (their group suffixes must be valid).
+    :raises NvlinkError: naming the alias and the rule.
+    """
+    if not _ALIAS_NAME.match(alias or ''):
+        raise errors.NvlinkError(
+            'alias %r: an alias name must be non-empty and hold no ":", '
+            '"," or spaces (Nova splits the pci_passthrough:alias value on '
+            'them)' % (alias,))
+    for size in sizes:
+        suffix = gpu_suffix(alias, size - 1)
+        if not SUFFIX.match(suffix):
+            raise errors.NvlinkError(
+                'alias %r: request group suffix %r is not a valid Placement '
+                'suffix ([a-zA-Z0-9_-], at most 64 characters); choose a '
+                'shorter alias of letters, digits, "_" and "-"'
+                % (alias, suffix))
+
+
+def parse_sizes(text):
+    """``'1,2,4,8'`` -> ``[1, 2, 4, 8]`` (sorted, unique).
+
+    :raises NvlinkError: for anything but positive integers.
+    """
+    sizes = set()
+    for item in (text or '').split(','):
+        item = item.strip()
+        if not item.isdigit() or int(item) < 1:
+            raise errors.NvlinkError(
+                '--sizes %r: expected positive integers separated by '
+                'commas, e.g. 1,2,4,8' % (text,))
+        sizes.add(int(item))
+    return sorted(sizes)
+
+
+def flavor_name(template, alias, size):
+    """Format ``template`` with ``{alias}`` and ``{size}``."""
+    try:
+        return template.format(alias=alias, size=size)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise errors.NvlinkError(
+            '--name-template %r: %s; use the fields {alias} and {size}'
+            % (template, exc))
+
+
+def generate(hosts, alias, sizes=None, dialect=MOSK,
+             trait_prefix=model.DEFAULT_TRAIT_PREFIX,
+             name_template=DEFAULT_NAME_TEMPLATE,
+             vcpus_per_gpu=DEFAULT_VCPUS_PER_GPU,
+             ram_per_gpu=DEFAULT_RAM_PER_GPU, disk=DEFAULT_DISK):
+    """Flavor specs for ``alias`` on ``hosts``.
+
+    :param hosts: list of :class:`nvlink_placement.topology.model.Host`
+        whose GPUs the alias names.
+    :param sizes: GPU counts; None means :func:`default_sizes`, from which
+        sizes the dialect refuses are skipped (and reported) instead of
+        failing.
+    :returns: :class:`Generated`.
+    :raises NvlinkError: for an explicitly requested size that is refused
+        (every refusal listed), a bad alias, name template or amount.
+    """
+    if dialect not in DIALECTS:
+        raise errors.NvlinkError('unknown dialect %r (choose %s)'
+                                 % (dialect, ' or '.join(DIALECTS)))
+    if not any(usable_gpus(h) for h in hosts):
+        raise errors.NvlinkError('the selected hosts have no GPUs')
+    for what, value, least in (('--vcpus-per-gpu', vcpus_per_gpu, 1),
+                               ('--ram-per-gpu', ram_per_gpu, 1),
+                               ('--disk', disk, 0)):
+        if value < least:
+            raise errors.NvlinkError('%s must be at least %d, not %d'
+                                     % (what, least, value))
+    explicit = sizes is not None
+    wanted = sorted(set(sizes)) if explicit else default_sizes(hosts)
+    kinds, refused = {}, []
+    for size in wanted:
+        kind, reason = classify(hosts, size, dialect)
+        if kind is None:
+            refused.append((size, reason))
+        else:
+            kinds[size] = kind
+    if explicit and refused:
+        raise errors.NvlinkError('\n'.join(
+            'size %d refused: %s' % item for item in refused))
+    check_alias(alias, [s for s, k in kinds.items() if k == DOMAIN])
+    flavors, names = [], {}
+    for size, kind in kinds.items():
+        name = flavor_name(name_template, alias, size)
+        if name in names:
+            raise errors.NvlinkError(
+                '--name-template %r gives sizes %d and %d the same name %r; '
+                'include {size}' % (name_template, names[name], size, name))
+        names[name] = size
+        flavors.append(FlavorSpec(
+            name=name, size=size, kind=kind, vcpus=vcpus_per_gpu * size,
+            ram=ram_per_gpu * size, disk=disk,
+            extra_specs=extra_specs(alias, size, kind, trait_prefix)))
+    return Generated(flavors, refused, _notes(hosts, kinds))
+
+
+def _notes(hosts, kinds):
+    notes = []
+    for size, kind in kinds.items():
+        if kind != DOMAIN:
+            continue
+        left_out = [h.name for h in hosts
+                    if not any(g.size == size for g in h.groups) and
+                    len(usable_gpus(h)) >= size]
+        if left_out:
+            notes.append(
+                'size %d asks for a %d-GPU NVLink group provider; host(s) %s '
+                'have none, so this flavor never lands there'
+                % (size, size, ', '.join(left_out)))
+    return notes

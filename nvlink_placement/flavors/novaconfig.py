@@ -1,0 +1,256 @@
+"""Nova and Placement settings to pair with the reshaped tree.
+
+Pure. Sources: ``nova/conf/pci.py`` (``[pci] alias`` is read by nova-api
+and, for move operations, nova-compute; ``device_spec``;
+``report_in_placement`` cannot be turned off once on),
+``nova/conf/scheduler.py`` (``[filter_scheduler] pci_in_placement`` on
+nova-api, nova-scheduler and nova-conductor; the default
+``enabled_filters``; ``[scheduler] max_placement_results`` = 1000),
+placement's ``[placement] max_allocation_candidates``,
+``allocation_candidates_generation_strategy`` and ``[workarounds]
+optimize_for_wide_provider_trees``; the candidate explosion numbers are
+DESIGN.md section 5's measurements (Launchpad bugs 2070257, 2126751).
+"""
+
+import collections
+import dataclasses
+import json
+
+from nvlink_placement import errors
+from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import request
+
+COLUMNS = ('service', 'section', 'option', 'value', 'reason')
+COMPUTE = 'nova-compute'
+ALIAS_SERVICES = 'nova-api, nova-compute'
+CONTROL = 'nova-api, nova-scheduler, nova-conductor'
+SCHEDULER = 'nova-scheduler'
+PLACEMENT = 'placement-api'
+FLAVOR = 'flavors of %d GPU(s)'
+EXTRA_SPECS = 'extra_specs'
+
+# Nova's default [filter_scheduler] enabled_filters.
+NOVA_DEFAULT_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
+                        'ImagePropertiesFilter',
+                        'ServerGroupAntiAffinityFilter',
+                        'ServerGroupAffinityFilter')
+WIDE_HOST_GPUS = 8     # identical GPUs per host that make a tree "wide"
+WIDE_FLAVOR_GPUS = 4   # flavors asking more than this explode
+SHOWN = 10             # labels named in one reason
+
+WIDE_REASON = (
+    'host(s) %s have %d or more GPUs of one class and flavors ask up to %d: '
+    'N separate GPU groups make Placement enumerate up to 8!/(8-N)! '
+    'permutations per host. Measured on openstack-placement 16.0.0, one '
+    'flat 8-GPU host, default settings: N=4 0.35 s per 2 hosts, N=6 78 s, '
+    'N=8 unfinished after 3.5 minutes; with these settings N=8 takes 2.4 s')
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One configuration line and why.
+
+    :ivar service: where it goes (``nova-compute``, ``placement-api``,
+        ``flavors of N GPU(s)`` for flavor extra specs ...).
+    """
+    service: str
+    section: str
+    option: str
+    value: str
+    reason: str
+
+
+def device_ids(hosts, vendor_id=None, product_id=None):
+    """The GPUs' PCI ``(vendor_id, product_id)``, lower-case hex.
+
+    Explicit ids win; otherwise the one pair the topology's GPUs carry
+    (from host inspection).
+
+    :raises NvlinkError: when the topology has none or several.
+    """
+    if vendor_id or product_id:
+        if not (vendor_id and product_id):
+            raise errors.NvlinkError('give both --vendor-id and '
+                                     '--product-id')
+        return vendor_id.lower(), product_id.lower()
+    classes = request.gpu_classes(hosts)
+    pairs = sorted({(c.vendor_id, c.product_id) for c in classes.values()
+                    if c.vendor_id and c.product_id})
+    if not pairs:
+        raise errors.NvlinkError(
+            'the topology holds no GPU vendor/product ids (a hand-written '
+            'file; host inspection adds them): give --vendor-id and '
+            '--product-id, e.g. 10de and 2330 for H100 SXM')
+    if len(pairs) > 1:
+        raise errors.NvlinkError(
+            'the GPUs have several vendor/product ids (%s): pick the hosts '
+            'of one kind with --host' % ', '.join('%s:%s' % p for p in pairs))
+    return pairs[0]
+
+
+def wide_hosts(hosts):
+    """Names of hosts with :data:`WIDE_HOST_GPUS` or more GPUs of a class.
+
+    GPUs of unknown class count as one class.
+    """
+    wide = []
+    for host in hosts:
+        counts = collections.Counter(
+            request.gpu_class(host.gpus[a])
+            for a in generate.usable_gpus(host))
+        if counts and max(counts.values()) >= WIDE_HOST_GPUS:
+            wide.append(host.name)
+    return wide
+
+
+def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
+             resource_class=None):
+    """Everything to configure, as :class:`Setting` rows.
+
+    :param sizes: flavor sizes (default :func:`generate.default_sizes`).
+    :param resource_class: explicit ``resource_class`` tag for
+        device_spec and alias; by default only a class from host
+        inspection that differs from ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``.
+    """
+    generate.check_alias(alias)
+    vendor, product = device_ids(hosts, vendor_id, product_id)
+    derived = request.resource_class_name(None, vendor, product)
+    rc = resource_class
+    if not rc:
+        classes = request.gpu_classes(hosts)
+        custom = sorted(set(classes) - {derived})
+        rc = custom[0] if len(custom) == 1 and len(classes) == 1 else None
+    spec = {'vendor_id': vendor, 'product_id': product}
+    if rc:
+        spec['resource_class'] = rc
+    alias_spec = dict({'name': alias, 'device_type': 'type-PCI'}, **spec)
+    rows = [
+        Setting(COMPUTE, 'pci', 'device_spec', json.dumps(spec),
+                'the GPUs Nova may pass through; Placement resource class '
+                '%s' % request.resource_class_name(rc, vendor, product)),
+        Setting(COMPUTE, 'pci', 'report_in_placement', 'True',
+                'one resource provider per GPU (cannot be turned off again)'),
+        Setting(ALIAS_SERVICES, 'pci', 'alias', json.dumps(alias_spec),
+                'the alias the flavors name; one spec per alias with PCI in '
+                'Placement'),
+        Setting(CONTROL, 'filter_scheduler', 'pci_in_placement', 'True',
+                'schedule PCI devices through Placement, so flavors can '
+                'name NVLink group subtrees'),
+        Setting(SCHEDULER, 'filter_scheduler', 'enabled_filters',
+                ','.join(NOVA_DEFAULT_FILTERS + ('PciPassthroughFilter',)),
+                'Nova\'s defaults plus PciPassthroughFilter (keep any '
+                'filters you added)'),
+        Setting(SCHEDULER, 'scheduler', 'max_placement_results', '1000',
+                'Nova\'s default; the limit of every allocation candidates '
+                'query (flavor verify uses it too)'),
+    ]
+    sizes = generate.default_sizes(hosts) if sizes is None else sizes
+    wide = wide_hosts(hosts)
+    if wide and max(sizes) > WIDE_FLAVOR_GPUS:
+        reason = WIDE_REASON % (_names(wide), WIDE_HOST_GPUS, max(sizes))
+        rows += [
+            Setting(PLACEMENT, 'placement', 'max_allocation_candidates',
+                    '1000', reason),
+            Setting(PLACEMENT, 'placement',
+                    'allocation_candidates_generation_strategy',
+                    'breadth-first', 'spread the 1000 candidates over hosts '
+                    'instead of exhausting the first one'),
+            Setting(PLACEMENT, 'workarounds',
+                    'optimize_for_wide_provider_trees', 'True',
+                    'prune equivalent permutations of identical GPUs'),
+        ]
+    return rows + numa_advice(hosts, sizes)
+
+
+def _names(labels):
+    labels = list(labels)
+    shown = ', '.join(labels[:SHOWN])
+    if len(labels) > SHOWN:
+        shown += ' and %d more' % (len(labels) - SHOWN)
+    return shown
+
+
+def numa_advice(hosts, sizes):
+    """Flavor extra specs for NUMA, per size, from the GPUs' NUMA nodes.
+
+    Only where host inspection recorded ``numa_node`` for the GPUs.
+    A size whose domains each sit on one node gets ``hw:numa_nodes=1`` and
+    ``hw:pci_numa_affinity_policy=required``; a size with domains over k
+    nodes gets ``hw:numa_nodes=k`` and ``preferred``, naming them.
+    """
+    rows = []
+    for size in sizes:
+        kind, _ = generate.classify(hosts, size)
+        if kind is None:
+            continue
+        spans, unknown, widest = [], [], 1
+        for host in hosts:
+            for members, label in generate.domains(host, size).items():
+                nodes = {host.gpus[a].details.get('numa_node')
+                         for a in members}
+                if not all(isinstance(n, int) and not isinstance(n, bool)
+                           for n in nodes):
+                    unknown.append(label)
+                elif len(nodes) > 1:
+                    spans.append('%s (nodes %s)' % (
+                        label, ','.join(map(str, sorted(nodes)))))
+                    widest = max(widest, len(nodes))
+        known = sum(len(generate.domains(h, size)) for h in hosts) - len(
+            unknown)
+        if not known:
+            continue
+        note = ('; NUMA node unknown for %s' % _names(unknown)
+                if unknown else '')
+        service = FLAVOR % size
+        if spans:
+            rows += [
+                Setting(service, EXTRA_SPECS, 'hw:numa_nodes', str(widest),
+                        'domains span NUMA nodes: %s; one guest NUMA node '
+                        'per host node keeps memory local%s'
+                        % (_names(spans), note)),
+                Setting(service, EXTRA_SPECS, 'hw:pci_numa_affinity_policy',
+                        'preferred', 'prefer GPU-local CPUs but never '
+                        'refuse a domain that spans nodes'),
+            ]
+        else:
+            rows += [
+                Setting(service, EXTRA_SPECS, 'hw:numa_nodes', '1',
+                        'every %d-GPU domain sits on one NUMA node; the '
+                        'vCPUs and memory must fit that node%s'
+                        % (size, note)),
+                Setting(service, EXTRA_SPECS, 'hw:pci_numa_affinity_policy',
+                        'required', 'vCPUs and memory on the GPUs\' node'),
+            ]
+    return rows
+
+
+def to_ini(rows):
+    """Render :class:`Setting` rows as commented config fragments.
+
+    One block per service; flavor advice as comments with the
+    ``openstack flavor set`` property to use.
+    """
+    blocks = collections.OrderedDict()
+    for row in rows:
+        blocks.setdefault(row.service, []).append(row)
+    out = []
+    for service, settings_ in blocks.items():
+        if settings_[0].section == EXTRA_SPECS:
+            out.append('# %s: openstack flavor set --property KEY=VALUE'
+                       % service)
+            for row in settings_:
+                out.append('#   %s=%s  (%s)' % (row.option, row.value,
+                                                row.reason))
+            out.append('')
+            continue
+        out.append('# %s on %s' % ('placement.conf' if service == PLACEMENT
+                                   else 'nova.conf', service))
+        section = None
+        for row in settings_:
+            if row.section != section:
+                section = row.section
+                out.append('[%s]' % section)
+            out.append('# %s' % row.reason)
+            out.append('%s = %s' % (row.option, row.value))
+        out.append('')
+    return '\n'.join(out)

@@ -1,0 +1,492 @@
+"""The ``GET /allocation_candidates`` query Nova builds from a flavor.
+
+Pure. Mirrors, for the keys that matter to GPU flavors, what the Nova
+scheduler sends (sources: ``nova/scheduler/utils.py``
+``ResourceRequest.from_request_spec`` / ``to_querystring``,
+``nova/objects/request_spec.py`` ``RequestGroup``, ``nova/pci/request.py``
+alias parsing, ``nova/compute/pci_placement_translator.py`` resource
+class naming, ``nova/scheduler/request_filter.py``
+``compute_status_filter``; the named-alias and ``placement:`` keys are
+the MOSK extension of DESIGN.md section 5):
+
+- The unsuffixed group: ``VCPU`` = vcpus (``PCPU`` with
+  ``hw:cpu_policy=dedicated``), ``MEMORY_MB`` = ram, ``DISK_GB`` = disk +
+  ephemeral + swap rounded up to GB (an image-backed server), overridden
+  by ``resources:<RC>``, zeros dropped; forbidden trait
+  ``COMPUTE_STATUS_DISABLED`` (a mandatory request filter).
+- ``resources$S:<RC>`` and ``trait$S:<T>`` make suffixed groups.
+- ``pci_passthrough:alias = A:N`` makes N groups ``<request_id>-<i>``
+  (a random UUID upstream; a stable one here), ``A:N:P`` makes them
+  ``P-<i>``; each asks ``<RC>:1`` of the alias' resource class and
+  requires the alias' traits.
+- ``group_policy`` / ``placement:group_policy``; with two or more
+  suffixed groups and no policy Nova uses ``none`` when at most one of
+  them came from the flavor. ``placement:same_subtree`` is passed on.
+- ``limit`` = ``[scheduler] max_placement_results`` (1000), microversion
+  1.36; parameters sorted and URL-encoded as ``to_querystring`` does.
+"""
+
+import dataclasses
+import json
+import math
+import re
+import urllib.parse
+import uuid
+
+import os_resource_classes
+import os_traits
+import yaml
+
+from nvlink_placement import errors
+from nvlink_placement.flavors import generate
+
+MICROVERSION = '1.36'
+DEFAULT_LIMIT = 1000
+
+# nova/scheduler/utils.py: granular extra spec keys.
+_XS_KEY = re.compile(
+    r'^(?P<kind>resources|trait)(?P<suffix>[a-zA-Z0-9_-]{1,64})?'
+    r':(?P<name>.+)$')
+# Keys that change the Placement query in ways this module does not model.
+_UNMODELLED = ('accel:device_profile', 'hw:pmem')
+_STATUS_DISABLED = os_traits.COMPUTE_STATUS_DISABLED
+_STANDARD_TRAITS = frozenset(os_traits.get_traits())
+_FLAVOR_FIELDS = ('vcpus', 'ram', 'disk')
+_OPTIONAL_FIELDS = ('ephemeral', 'swap')
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    """One ``[pci] alias`` as Placement sees it.
+
+    :ivar resource_class: normalized resource class.
+    :ivar traits: tuple of normalized required traits.
+    """
+    name: str
+    resource_class: str
+    traits: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuClass:
+    """GPUs of one resource class in a topology.
+
+    :ivar vendor_id: / :ivar product_id: lower-case hex from host
+        inspection, or None.
+    :ivar hosts: sorted tuple of host names.
+    """
+    resource_class: str
+    vendor_id: str
+    product_id: str
+    hosts: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """A flavor's allocation candidates query.
+
+    :ivar size: GPUs the flavor asks for (the alias count).
+    :ivar gpu_groups: suffixes of the per-GPU request groups.
+    :ivar params: list of ``(key, value)``, sorted as Nova sends them.
+    :ivar limit: the ``limit`` parameter.
+    """
+    flavor: str
+    alias: Alias
+    size: int
+    gpu_groups: tuple
+    params: tuple
+    limit: int
+
+    @property
+    def querystring(self):
+        """The URL-encoded query, byte for byte what Nova sends."""
+        return urllib.parse.urlencode(self.params)
+
+    @property
+    def url(self):
+        return '/allocation_candidates?' + self.querystring
+
+    @property
+    def display(self):
+        """The query with ``,`` and ``:`` left readable."""
+        return '&'.join('%s=%s' % kv for kv in self.params)
+
+
+def resource_class_name(requested=None, vendor_id=None, product_id=None):
+    """Nova's resource class for a PCI device or alias.
+
+    ``requested`` (a ``resource_class`` tag) is upper-cased and, unless
+    standard or ``CUSTOM_``, normalized (``os_resource_classes``);
+    otherwise ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` upper case.
+    """
+    if requested:
+        rc = requested.upper()
+        if (rc not in os_resource_classes.STANDARDS and
+                not os_resource_classes.is_custom(rc)):
+            rc = os_resource_classes.normalize_name(rc)
+        return rc
+    return ('CUSTOM_PCI_%s_%s' % (vendor_id, product_id)).upper()
+
+
+def trait_name(name):
+    """Nova's normalization of an alias trait (same rule as classes)."""
+    name = name.strip().upper()
+    if name in _STANDARD_TRAITS or os_traits.is_custom(name):
+        return name
+    return os_traits.normalize_name(name)
+
+
+def alias_from_spec(spec, source='alias'):
+    """Build an :class:`Alias` from one ``[pci] alias`` JSON object.
+
+    :raises NvlinkError: when it names no device class.
+    """
+    if not isinstance(spec, dict) or not isinstance(spec.get('name'), str):
+        raise errors.NvlinkError('%s: an alias is a JSON object with a '
+                                 '"name" (got %r)' % (source, spec))
+    name = spec['name'].strip()
+    vendor, product = spec.get('vendor_id'), spec.get('product_id')
+    if not spec.get('resource_class') and not (vendor and product):
+        raise errors.NvlinkError(
+            '%s: alias %r needs resource_class or vendor_id and product_id '
+            '(Nova derives the Placement resource class from them)'
+            % (source, name))
+    traits = tuple(sorted({trait_name(t) for t in
+                           str(spec.get('traits') or '').split(',')
+                           if t.strip()}))
+    return Alias(name, resource_class_name(spec.get('resource_class'),
+                                           vendor, product), traits)
+
+
+def parse_alias_config(text, source='alias config'):
+    """Parse ``[pci] alias`` values.
+
+    Accepts a JSON/YAML list of alias objects (or one object), or
+    nova.conf text: every ``alias = {...}`` in section ``[pci]`` (or
+    before any section), JSON continued on indented lines; other lines
+    are ignored.
+
+    :returns: dict alias name -> :class:`Alias`.
+    :raises NvlinkError: for bad JSON, no alias, or a name given twice
+        (PCI in Placement supports one spec per alias).
+    """
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        document = None
+    if isinstance(document, dict) and 'name' in document:
+        specs = [document]
+    elif (isinstance(document, list) and document and
+          all(isinstance(d, dict) for d in document)):
+        specs = document
+    else:
+        specs = _ini_aliases(text, source)
+    aliases = {}
+    for spec in specs:
+        alias = alias_from_spec(spec, source)
+        if alias.name in aliases:
+            raise errors.NvlinkError(
+                '%s: alias %r is defined twice; with PCI in Placement an '
+                'alias has exactly one spec' % (source, alias.name))
+        aliases[alias.name] = alias
+    if not aliases:
+        raise errors.NvlinkError('%s: no [pci] alias found' % source)
+    return aliases
+
+
+def _ini_aliases(text, source):
+    section, values, current = None, [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if current is not None and line[:1].isspace() and stripped:
+            current[1].append(stripped)
+            continue
+        current = None
+        if not stripped or stripped[0] in '#;':
+            continue
+        if stripped.startswith('['):
+            section = stripped.strip('[]').strip().lower()
+            continue
+        key, sep, value = stripped.partition('=')
+        if sep and key.strip() == 'alias' and section in (None, 'pci'):
+            current = (number, [value.strip()])
+            values.append(current)
+    specs = []
+    for number, parts in values:
+        try:
+            specs.append(json.loads(' '.join(parts)))
+        except ValueError as exc:
+            raise errors.NvlinkError('%s: line %d: alias is not JSON: %s'
+                                     % (source, number, exc))
+    return specs
+
+
+def read_alias_config(path):
+    """:func:`parse_alias_config` of the file at ``path``."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            return parse_alias_config(f.read(), path)
+    except OSError as exc:
+        raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
+
+
+def gpu_class(gpu):
+    """Resource class of a :class:`Gpu` from its inspection details.
+
+    Its ``resource_class``, else ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` from
+    ``vendor_id`` / ``device_id``, else None.
+    """
+    details = gpu.details
+    vendor, product = details.get('vendor_id'), details.get('device_id')
+    if details.get('resource_class') or (vendor and product):
+        return resource_class_name(details.get('resource_class'), vendor,
+                                   product)
+    return None
+
+
+def gpu_classes(hosts):
+    """Resource classes of the usable GPUs of ``hosts``.
+
+    A GPU's class is its ``resource_class`` from host inspection, else
+    ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` from its ids, else unknown.
+
+    :returns: dict resource class -> :class:`GpuClass`; GPUs of no known
+        class are left out.
+    """
+    found = {}
+    for host in hosts:
+        for address in generate.usable_gpus(host):
+            gpu = host.gpus[address]
+            rc = gpu_class(gpu)
+            if rc is None:
+                continue
+            found.setdefault(rc, (gpu.details.get('vendor_id'),
+                                  gpu.details.get('device_id'), set()))[
+                2].add(host.name)
+    classes = {rc: GpuClass(rc, v and v.lower(), p and p.lower(),
+                            tuple(sorted(h)))
+               for rc, (v, p, h) in sorted(found.items())}
+    return classes
+
+
+def topology_resource_class(hosts, resource_class=None):
+    """The one resource class of the GPUs of ``hosts``.
+
+    :param resource_class: an explicit class (normalized and returned).
+    :raises NvlinkError: when the topology has none or several.
+    """
+    if resource_class:
+        return resource_class_name(resource_class)
+    classes = gpu_classes(hosts)
+    if not classes:
+        raise errors.NvlinkError(
+            'the topology holds no GPU resource class (no vendor/device '
+            'ids from host inspection): give --resource-class, e.g. '
+            'CUSTOM_PCI_10DE_2330, or --alias-config')
+    if len(classes) > 1:
+        raise errors.NvlinkError(
+            'the GPUs are of several resource classes (%s): pick the hosts '
+            'of one class with --host, or give --resource-class or '
+            '--alias-config' % '; '.join(
+                '%s on %s' % (c.resource_class, ', '.join(c.hosts))
+                for c in classes.values()))
+    return next(iter(classes))
+
+
+def flavor_from_dict(data, source='flavor'):
+    """Validate one flavor as ``flavor generate -f json|yaml`` prints it.
+
+    Also accepts ``properties`` (``openstack flavor show -f json``) for
+    ``extra_specs`` and optional ``ephemeral`` / ``swap``.
+
+    :returns: dict with ``name, vcpus, ram, disk, ephemeral, swap,
+        extra_specs``.
+    :raises NvlinkError: naming the flavor and the field.
+    """
+    if not isinstance(data, dict):
+        raise errors.NvlinkError('%s: a flavor is a mapping, got %r'
+                                 % (source, data))
+    name = data.get('name')
+    where = '%s: flavor %s' % (source, name if name else '(no name)')
+    if not isinstance(name, str) or not name:
+        raise errors.NvlinkError('%s: needs a name' % where)
+    flavor = {'name': name}
+    for field in _FLAVOR_FIELDS + _OPTIONAL_FIELDS:
+        value = data.get(field)
+        if value in ('', None) and field in _OPTIONAL_FIELDS:
+            value = 0
+        if isinstance(value, bool) or not isinstance(value, int) or (
+                value < 0):
+            raise errors.NvlinkError('%s: %s must be a non-negative integer, '
+                                     'got %r' % (where, field, value))
+        flavor[field] = value
+    specs = data.get('extra_specs', data.get('properties', {}))
+    if not isinstance(specs, dict):
+        raise errors.NvlinkError('%s: extra_specs must be a mapping' % where)
+    flavor['extra_specs'] = {str(k): str(v) for k, v in specs.items()}
+    return flavor
+
+
+def alias_names(flavors):
+    """Sorted names of the PCI aliases ``flavors`` ask for."""
+    names = set()
+    for flavor in flavors:
+        value = flavor['extra_specs'].get(generate.ALIAS_KEY, '')
+        names.update(item.split(':')[0].strip()
+                     for item in value.split(',') if item.strip())
+    return sorted(names)
+
+
+class _Group(object):
+    def __init__(self):
+        self.resources = {}
+        self.required = set()
+        self.forbidden = set()
+
+    def params(self, suffix):
+        out = []
+        if self.resources:
+            out.append(('resources' + suffix, ','.join(
+                sorted('%s:%d' % rc for rc in self.resources.items()))))
+        if self.required or self.forbidden:
+            out.append(('required' + suffix, ','.join(
+                sorted(self.required) +
+                ['!' + t for t in sorted(self.forbidden)])))
+        return out
+
+
+def build(flavor, aliases, limit=DEFAULT_LIMIT):
+    """The query Nova sends for ``flavor``.
+
+    :param flavor: dict from :func:`flavor_from_dict`.
+    :param aliases: dict alias name -> :class:`Alias`.
+    :returns: :class:`Request`.
+    :raises NvlinkError: for a flavor that asks no or several PCI aliases,
+        an alias not configured, a malformed key or value, or a key whose
+        effect on the query is not modelled.
+    """
+    name, specs = flavor['name'], flavor['extra_specs']
+
+    def fail(message):
+        raise errors.NvlinkError('flavor %s: %s' % (name, message))
+
+    for key in _UNMODELLED:
+        if key in specs:
+            fail('%s changes the Placement query in a way flavor verify '
+                 'does not model' % key)
+    groups = {'': _Group()}
+    unsuffixed = groups['']
+    unsuffixed.resources.update({
+        'VCPU': flavor['vcpus'], 'MEMORY_MB': flavor['ram'],
+        'DISK_GB': (flavor['disk'] + flavor['ephemeral'] +
+                    math.ceil(flavor['swap'] / 1024.0))})
+    _cpu_policy(specs, flavor['vcpus'], unsuffixed, fail)
+    if specs.get('hw:pci_numa_affinity_policy') == 'socket':
+        unsuffixed.required.add(os_traits.COMPUTE_SOCKET_PCI_NUMA_AFFINITY)
+    from_flavor = set()
+    for key, value in sorted(specs.items()):
+        match = _XS_KEY.match(key)
+        if not match:
+            continue
+        suffix = match.group('suffix') or ''
+        group = groups.setdefault(suffix, _Group())
+        if suffix:
+            from_flavor.add(suffix)
+        if match.group('kind') == 'resources':
+            if not value.strip().isdigit():
+                fail('%s=%r: the amount must be a non-negative integer'
+                     % (key, value))
+            group.resources[match.group('name')] = int(value)
+        elif value == 'required':
+            group.required.add(match.group('name'))
+        elif value == 'forbidden':
+            group.forbidden.add(match.group('name'))
+        else:
+            fail('%s=%r: a trait is "required" or "forbidden"'
+                 % (key, value))
+    unsuffixed.forbidden.add(_STATUS_DISABLED)
+    alias, size, gpu_groups = _pci_groups(name, specs, aliases, groups, fail)
+    for suffix in list(groups):
+        group = groups[suffix]
+        group.resources = {rc: n for rc, n in group.resources.items() if n}
+        if suffix and not (group.resources or group.required or
+                           group.forbidden):
+            del groups[suffix]
+    params = [('limit', limit)]
+    policy = _group_policy(specs, fail)
+    suffixed = [s for s in groups if s]
+    if policy is None and len(suffixed) >= 2 and len(from_flavor) <= 1:
+        policy = 'none'
+    if policy is not None:
+        params.append(('group_policy', policy))
+    for suffix, group in groups.items():
+        params.extend(group.params(suffix))
+    if generate.SUBTREE_KEY in specs:
+        params.append(('same_subtree',
+                       specs[generate.SUBTREE_KEY].replace(' ', '')))
+    return Request(name, alias, size, tuple(gpu_groups),
+                   tuple(sorted(params, key=lambda kv: kv[0])), limit)
+
+
+def _cpu_policy(specs, vcpus, group, fail):
+    policy = specs.get('hw:cpu_policy', 'shared')
+    if policy == 'mixed':
+        fail('hw:cpu_policy=mixed is not modelled by flavor verify')
+    if policy != 'dedicated':
+        return
+    pcpus = vcpus + (1 if specs.get('hw:emulator_threads_policy') ==
+                     'isolate' else 0)
+    del group.resources['VCPU']
+    group.resources['PCPU'] = pcpus
+    thread = specs.get('hw:cpu_thread_policy')
+    if thread == 'isolate':
+        group.forbidden.add(os_traits.HW_CPU_HYPERTHREADING)
+    elif thread == 'require':
+        group.required.add(os_traits.HW_CPU_HYPERTHREADING)
+
+
+def _pci_groups(name, specs, aliases, groups, fail):
+    value = specs.get(generate.ALIAS_KEY)
+    if not value:
+        fail('no %s: it asks for no GPU' % generate.ALIAS_KEY)
+    items = [i.strip() for i in value.split(',')]
+    if len(items) != 1:
+        fail('%s=%r asks for several aliases; flavor verify checks one GPU '
+             'alias per flavor' % (generate.ALIAS_KEY, value))
+    fields = [f.strip() for f in items[0].split(':')]
+    if len(fields) not in (2, 3) or not fields[1].isdigit() or (
+            int(fields[1]) < 1):
+        fail('%s=%r: expected alias:count or alias:count:prefix'
+             % (generate.ALIAS_KEY, value))
+    alias_name, count = fields[0], int(fields[1])
+    if alias_name not in aliases:
+        fail('alias %r is not configured (known: %s)'
+             % (alias_name, ', '.join(sorted(aliases)) or 'none'))
+    alias = aliases[alias_name]
+    prefix = fields[2] if len(fields) == 3 else str(uuid.uuid5(
+        uuid.NAMESPACE_URL, 'nvlink-placement/%s/%s' % (name, alias_name)))
+    gpu_groups = []
+    for index in range(count):
+        suffix = '%s-%d' % (prefix, index)
+        if not generate.SUFFIX.match(suffix):
+            fail('request group suffix %r is not a valid Placement suffix'
+                 % suffix)
+        if suffix in groups:
+            fail('request group %r is named by the alias and by another '
+                 'extra spec' % suffix)
+        group = groups[suffix] = _Group()
+        group.resources[alias.resource_class] = 1
+        group.required.update(alias.traits)
+        gpu_groups.append(suffix)
+    return alias, count, gpu_groups
+
+
+def _group_policy(specs, fail):
+    values = {specs[k] for k in ('group_policy', generate.POLICY_KEY)
+              if k in specs}
+    if len(values) > 1:
+        fail('group_policy and %s disagree' % generate.POLICY_KEY)
+    policy = values.pop() if values else None
+    if policy not in (None, 'none', 'isolate'):
+        fail('group policy %r: expected none or isolate' % policy)
+    return policy

@@ -1,0 +1,326 @@
+"""Prove a flavor against Placement: every candidate is one NVLink domain.
+
+:func:`verify` sends a flavor's query (:mod:`.request`) and reads, in a
+constant number of requests, what the check needs; :func:`check` (pure)
+judges each allocation request:
+
+- its GPUs (the allocations of the alias' resource class) sit on one
+  host, a host of the topology, one unit on each of ``size`` distinct
+  GPUs the topology knows and has not excluded;
+- each GPU was free before (``provider_summaries``: capacity - used);
+- the set is exactly one NVLink domain of the flavor's size: a group of
+  that nominal size with all its GPUs, a single GPU for size 1, or every
+  usable GPU of the host when that is the size (the whole board).
+
+It also lists the *missing* domains: domains whose GPUs are all free (a
+``GET /resource_providers?resources=<RC>:1`` answer) on a compute node
+with room for the unsuffixed resources, but that no candidate offers. A
+flavor that can never land (a tree that was not reshaped, a subtree key
+without its resourceless group) shows up there. When the answer holds
+``limit`` candidates it may be cut short, so missing domains are then
+not checked (a warning says so).
+"""
+
+import dataclasses
+import urllib.parse
+
+from keystoneauth1 import exceptions as ks_exc
+
+from nvlink_placement import errors
+from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import request as request_mod
+from nvlink_placement.placement import client as pc
+from nvlink_placement.topology import pci
+
+COLUMNS = ('flavor', 'host', 'candidates', 'valid_sets', 'invalid_sets',
+           'missing_sets', 'query')
+LIST_VERSION = '1.22'          # forbidden traits in GET /resource_providers
+SHOWN_PER_HOST = 5             # offending sets named per host and kind
+DEFAULT_TIMEOUT = 60           # seconds, live Placement only
+WIDE_TREE_HINT = (
+    'Placement enumerates every permutation of identical GPUs when a flavor '
+    'asks for several separate GPU groups (Launchpad bugs 2070257, '
+    '2126751). Set in placement.conf: [placement] max_allocation_candidates '
+    '= 1000, [placement] allocation_candidates_generation_strategy = '
+    'breadth-first, [workarounds] optimize_for_wide_provider_trees = True '
+    '(see "openstack nvlink nova-config").')
+
+
+@dataclasses.dataclass
+class HostResult:
+    """The candidates of one flavor on one host.
+
+    :ivar candidates: allocation requests on this host.
+    :ivar valid: set of frozensets of GPU addresses.
+    :ivar invalid: dict frozenset of addresses (or RP names for GPUs the
+        topology does not know) -> reason.
+    :ivar missing: dict frozenset of addresses -> domain label.
+    """
+    host: str
+    candidates: int = 0
+    valid: set = dataclasses.field(default_factory=set)
+    invalid: dict = dataclasses.field(default_factory=dict)
+    missing: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class FlavorResult:
+    """Verification of one flavor.
+
+    :ivar hosts: list of :class:`HostResult`: every topology host in
+        order, then hosts outside the topology that got candidates.
+    :ivar problems: messages that make the check fail.
+    :ivar warnings: messages that do not.
+    """
+    flavor: str
+    query: str
+    hosts: list
+    problems: list
+    warnings: list
+
+    @property
+    def ok(self):
+        return not self.problems
+
+    def rows(self):
+        return [(self.flavor, h.host, h.candidates, len(h.valid),
+                 len(h.invalid), len(h.missing), self.query)
+                for h in self.hosts]
+
+
+def _fmt(addresses):
+    return '[%s]' % ', '.join(sorted(addresses))
+
+
+def _crossing(host, size, addresses):
+    """Why ``addresses`` are not one domain of ``size`` on ``host``."""
+    if not generate.domains(host, size):
+        return '%s has no NVLink domain of %d GPUs' % (host.name, size)
+    parts = []
+    for address in sorted(addresses, key=pci.address_sort_key):
+        owner = [g.name for g in host.groups
+                 if g.size == size and address in g.members]
+        parts.append('%s in %s' % (address, owner[0] if owner else
+                                   'no %d-GPU domain' % size))
+    return 'not one NVLink domain of %d: %s' % (size, '; '.join(parts))
+
+
+def _judge(host, size, rc, gpus, summaries, by_uuid):
+    """``(key, reason or None)`` for one allocation request on ``host``.
+
+    :param gpus: list of ``(rp uuid, amount)`` of the alias' class.
+    """
+    names = [by_uuid[u][0] for u, _ in gpus]
+    prefix = host.name + '_'
+    addresses = []
+    for name in names:
+        try:
+            address = (pci.normalize_address(name[len(prefix):])
+                       if name.startswith(prefix) else None)
+        except ValueError:
+            address = None
+        addresses.append(address if address in host.gpus else None)
+    if None in addresses:
+        unknown = [n for n, a in zip(names, addresses) if a is None]
+        return frozenset(names), ('GPU provider(s) %s are not GPUs of %s in '
+                                  'the topology' % (', '.join(unknown),
+                                                    host.name))
+    key = frozenset(addresses)
+    amount = sum(n for _, n in gpus)
+    if amount != size or len(key) != size:
+        return key, ('%d unit(s) on %d GPU(s), the flavor asks for one on '
+                     'each of %d' % (amount, len(key), size))
+    excluded = [a for a in addresses if host.gpus[a].excluded]
+    if excluded:
+        return key, 'GPU(s) %s are excluded from NVLink groups (%s)' % (
+            ', '.join(excluded), host.gpus[excluded[0]].excluded)
+    busy = []
+    for (rp_uuid, n), address in zip(gpus, addresses):
+        usage = summaries.get(rp_uuid, {}).get('resources', {}).get(rc, {})
+        if usage.get('capacity', 0) - usage.get('used', 0) < n:
+            busy.append(address)
+    if busy:
+        return key, 'GPU(s) %s are reserved or in use' % ', '.join(busy)
+    if key not in generate.domains(host, size):
+        return key, _crossing(host, size, key)
+    return key, None
+
+
+def check(request, hosts, body, providers, free, eligible):
+    """Judge an allocation candidates answer (pure).
+
+    :param request: :class:`nvlink_placement.flavors.request.Request`.
+    :param hosts: list of topology hosts.
+    :param body: ``GET /allocation_candidates`` answer (1.29+ summaries).
+    :param providers: dict RP uuid -> ``(name, root uuid)`` of every
+        provider.
+    :param free: set of uuids of the GPU providers with room for one unit
+        of the alias' class (and its traits).
+    :param eligible: set of compute node uuids with room for the
+        unsuffixed group, or None when not known.
+    :returns: :class:`FlavorResult`.
+    """
+    size, rc = request.size, request.alias.resource_class
+    # A provider created after the listing is named by its uuid.
+    providers = dict(providers)
+    for candidate in body.get('allocation_requests', []):
+        for rp_uuid in candidate['allocations']:
+            providers.setdefault(rp_uuid, (rp_uuid, rp_uuid))
+    by_name = {name: uuid for uuid, (name, _) in providers.items()}
+    results = {h.name: HostResult(h.name) for h in hosts}
+    topology = {h.name: h for h in hosts}
+    problems, warnings = [], []
+    summaries = body.get('provider_summaries', {})
+    for candidate in body.get('allocation_requests', []):
+        allocations = candidate['allocations']
+        roots = sorted({providers[u][1] for u in allocations})
+        host_name = ','.join(providers[r][0] for r in roots)
+        result = results.setdefault(host_name, HostResult(host_name))
+        result.candidates += 1
+        gpus = sorted((u, a['resources'][rc]) for u, a in allocations.items()
+                      if rc in a['resources'])
+        if len(roots) > 1:
+            key = frozenset(providers[u][0] for u, _ in gpus)
+            result.invalid[key] = 'spans hosts %s' % host_name
+        elif host_name not in topology:
+            key = frozenset(providers[u][0] for u, _ in gpus)
+            result.invalid[key] = 'host %s is not in the topology' % host_name
+        else:
+            key, reason = _judge(topology[host_name], size, rc, gpus,
+                                 summaries, providers)
+            if reason:
+                result.invalid[key] = reason
+            else:
+                result.valid.add(key)
+    truncated = len(body.get('allocation_requests', [])) >= request.limit
+    if truncated:
+        warnings.append(
+            '%s: the answer holds limit=%d candidates and may be cut short '
+            '(separate GPU groups over identical GPUs enumerate their '
+            'permutations): hosts past the cut show fewer sets, and free '
+            'domains no candidate offers are not checked'
+            % (request.flavor, request.limit))
+    for host in hosts:
+        node = by_name.get(host.name)
+        if node is None:
+            warnings.append('%s: no compute node resource provider named %s '
+                            'in Placement' % (request.flavor, host.name))
+            continue
+        if truncated or (eligible is not None and node not in eligible):
+            continue
+        result = results[host.name]
+        for key, label in generate.domains(host, size).items():
+            uuids = [by_name.get(host.gpu_provider_name(a)) for a in key]
+            if all(u in free for u in uuids) and key not in result.valid:
+                result.missing[key] = label
+    for result in results.values():
+        problems.extend(_describe(request.flavor, result))
+    return FlavorResult(request.flavor, request.display,
+                        list(results.values()), problems, warnings)
+
+
+def _describe(flavor, result):
+    out = []
+    for key, reason in sorted(result.invalid.items(),
+                              key=lambda kv: sorted(kv[0]))[:SHOWN_PER_HOST]:
+        out.append('%s on %s: invalid GPU set %s: %s'
+                   % (flavor, result.host, _fmt(key), reason))
+    if len(result.invalid) > SHOWN_PER_HOST:
+        out.append('%s on %s: ... and %d more invalid sets' % (
+            flavor, result.host, len(result.invalid) - SHOWN_PER_HOST))
+    for key, label in sorted(result.missing.items(),
+                             key=lambda kv: kv[1])[:SHOWN_PER_HOST]:
+        out.append('%s on %s: free NVLink domain %s %s is never offered'
+                   % (flavor, result.host, label, _fmt(key)))
+    if len(result.missing) > SHOWN_PER_HOST:
+        out.append('%s on %s: ... and %d more free domains never offered' % (
+            flavor, result.host, len(result.missing) - SHOWN_PER_HOST))
+    return out
+
+
+def read_providers(client):
+    """dict RP uuid -> ``(name, root uuid)`` (one request)."""
+    body = client.get('/resource_providers')
+    return {rp['uuid']: (rp['name'], rp['root_provider_uuid'])
+            for rp in body['resource_providers']}
+
+
+def _listed(client, resources, required):
+    query = {'resources': ','.join('%s:%d' % kv
+                                   for kv in sorted(resources.items()))}
+    if required:
+        query['required'] = required
+    body = client.get('/resource_providers?' + urllib.parse.urlencode(query),
+                      version=LIST_VERSION)
+    return {rp['uuid'] for rp in body['resource_providers']}
+
+
+def verify(client, request, hosts, providers=None):
+    """Run ``request`` and :func:`check` the answer.
+
+    :param client: :class:`PlacementClient`.
+    :param providers: from :func:`read_providers` (read when None).
+    :returns: :class:`FlavorResult`; a query Placement refuses (HTTP
+        4xx: an unknown trait or resource class, a bad same_subtree) gives
+        a result with that problem.
+    :raises PlacementError: on transport errors and 5xx.
+    """
+    try:
+        body = client.get(request.url, version=request_mod.MICROVERSION)
+        if providers is None:
+            providers = read_providers(client)
+        params = dict(request.params)
+        alias = request.alias
+        free = _listed(client, {alias.resource_class: 1},
+                       ','.join(alias.traits))
+        resources = {rc: int(n) for rc, n in (
+            item.split(':') for item in params['resources'].split(','))
+        } if 'resources' in params else {}
+        eligible = _listed(client, resources, params.get(
+            'required')) if resources else None
+    except errors.PlacementError as exc:
+        if exc.status is None or exc.status >= 500:
+            raise
+        return _refused(request, hosts, exc)
+    return check(request, hosts, body, providers, free, eligible)
+
+
+def _refused(request, hosts, exc):
+    message = '%s: Placement refused the query: %s' % (request.flavor, exc)
+    if 'No such trait' in str(exc):
+        message += (' (the group trait does not exist: the tree is not '
+                    'reshaped; run "openstack nvlink reshape")')
+    elif 'No such resource class' in str(exc):
+        message += (' (no GPU of class %s is reported: check the alias\' '
+                    'resource class and Nova\'s [pci] device_spec and '
+                    'report_in_placement)' % request.alias.resource_class)
+    return FlavorResult(request.flavor, request.display,
+                        [HostResult(h.name) for h in hosts], [message], [])
+
+
+class _TimeoutAdapter(object):
+    """A keystoneauth adapter whose requests time out, without retries."""
+
+    def __init__(self, adapter, seconds):
+        self._adapter = adapter
+        self._seconds = seconds
+
+    def request(self, url, method, **kwargs):
+        kwargs.setdefault('timeout', self._seconds)
+        kwargs['connect_retries'] = 0
+        try:
+            return self._adapter.request(url, method, **kwargs)
+        except ks_exc.ConnectTimeout:
+            raise errors.NvlinkError(
+                'Placement did not answer %s %s within %d s. %s'
+                % (method, url.split('?')[0], self._seconds, WIDE_TREE_HINT))
+
+
+def with_timeout(client, seconds=DEFAULT_TIMEOUT):
+    """A :class:`PlacementClient` on ``client``'s adapter with a timeout.
+
+    Each request gives up after ``seconds`` (no connect retries) with a
+    message pointing at the wide-tree settings.
+    """
+    return pc.PlacementClient(_TimeoutAdapter(client.adapter, seconds),
+                              description=client.description)

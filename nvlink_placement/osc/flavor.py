@@ -1,0 +1,307 @@
+"""``openstack nvlink flavor generate|verify`` and ``nvlink nova-config``."""
+
+import logging
+import shlex
+
+from osc_lib.cli import format_columns
+from osc_lib.command import command
+
+from nvlink_placement import errors
+from nvlink_placement.flavors import compute
+from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import novaconfig
+from nvlink_placement.flavors import request
+from nvlink_placement.flavors import verify
+from nvlink_placement.osc import common
+from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.topology import loader
+
+LOG = logging.getLogger(__name__)
+
+
+def _add_topology_arguments(parser):
+    parser.add_argument('--topology', metavar='FILE', required=True,
+                        help='Topology file (YAML or JSON, version 1).')
+    parser.add_argument('--host', metavar='HOST', action='append',
+                        default=[],
+                        help='Only the GPUs of this host (repeatable; '
+                             'default: every host). Use it to pick the '
+                             'hosts of one GPU model.')
+
+
+def _add_sizes_argument(parser):
+    parser.add_argument('--sizes', metavar='N[,N...]',
+                        type=generate.parse_sizes,
+                        help='GPUs per flavor, e.g. 1,2,4,8 (default: 1, '
+                             'every NVLink group size and every whole-host '
+                             'size of the topology).')
+
+
+def _hosts(parsed_args):
+    topology = loader.load(parsed_args.topology)
+    return topology, topology_cmd.select_hosts(topology, parsed_args.host)
+
+
+def _warn_wide(hosts, sizes):
+    wide = novaconfig.wide_hosts(hosts)
+    if wide and max(sizes) > novaconfig.WIDE_FLAVOR_GPUS:
+        LOG.warning(novaconfig.WIDE_REASON + '; configure Placement as '
+                    '"openstack nvlink nova-config" prints.',
+                    ', '.join(wide), novaconfig.WIDE_HOST_GPUS, max(sizes))
+
+
+class GenerateFlavors(command.Lister):
+    """Generate flavors whose GPUs come from one NVLink domain.
+
+    For N GPUs of alias A whose N-GPU NVLink groups carry trait
+    CUSTOM_PCI_GROUP<N>: pci_passthrough:alias=A:N:_A,
+    trait_nvl<N>:CUSTOM_PCI_GROUP<N>=required,
+    placement:same_subtree=_A-0,...,_A-<N-1>,_nvl<N> and
+    placement:group_policy=none (the MOSK named-alias extension). 1-GPU
+    and whole-host flavors carry only the alias. A size no NVLink group
+    has is refused. --dialect upstream refuses every size but 1 and the
+    whole host: upstream Nova cannot name the request groups of an alias.
+    --apply creates or updates the flavors (only differing extra specs are
+    written).
+    """
+
+    auth_required = False
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        _add_topology_arguments(parser)
+        parser.add_argument('--alias', metavar='NAME', required=True,
+                            help='The [pci] alias naming the GPUs.')
+        _add_sizes_argument(parser)
+        parser.add_argument('--name-template', metavar='TEMPLATE',
+                            default=generate.DEFAULT_NAME_TEMPLATE,
+                            help='Flavor name, with {alias} and {size} '
+                                 '(default %s).'
+                                 % generate.DEFAULT_NAME_TEMPLATE)
+        parser.add_argument('--vcpus-per-gpu', metavar='N', type=int,
+                            default=generate.DEFAULT_VCPUS_PER_GPU,
+                            help='vCPUs per GPU (default %d).'
+                                 % generate.DEFAULT_VCPUS_PER_GPU)
+        parser.add_argument('--ram-per-gpu', metavar='MiB', type=int,
+                            default=generate.DEFAULT_RAM_PER_GPU,
+                            help='RAM per GPU in MiB (default %d).'
+                                 % generate.DEFAULT_RAM_PER_GPU)
+        parser.add_argument('--disk', metavar='GB', type=int,
+                            default=generate.DEFAULT_DISK,
+                            help='Root disk in GB (default %d).'
+                                 % generate.DEFAULT_DISK)
+        parser.add_argument('--dialect', choices=generate.DIALECTS,
+                            default=generate.MOSK,
+                            help='mosk (named alias groups, default) or '
+                                 'upstream (only 1-GPU and whole-host).')
+        action = parser.add_mutually_exclusive_group()
+        action.add_argument('--print-commands', action='store_true',
+                            help='Print the openstack flavor create / set '
+                                 'commands instead of rows.')
+        action.add_argument('--apply', action='store_true',
+                            help='Create or update the flavors through the '
+                                 'compute API; rows list the changes.')
+        parser.add_argument('--dry-run', action='store_true',
+                            help='With --apply: list the changes, write '
+                                 'nothing.')
+        return parser
+
+    def take_action(self, parsed_args):
+        if parsed_args.dry_run and not parsed_args.apply:
+            raise errors.NvlinkError('--dry-run goes with --apply')
+        topology, hosts = _hosts(parsed_args)
+        result = generate.generate(
+            hosts, parsed_args.alias, sizes=parsed_args.sizes,
+            dialect=parsed_args.dialect,
+            trait_prefix=topology.trait_prefix,
+            name_template=parsed_args.name_template,
+            vcpus_per_gpu=parsed_args.vcpus_per_gpu,
+            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk)
+        for size, reason in result.skipped:
+            LOG.warning('size %d not generated: %s', size, reason)
+        for note in result.notes:
+            LOG.warning(note)
+        _warn_wide(hosts, [f.size for f in result.flavors])
+        self.flavors = result.flavors
+        if parsed_args.apply:
+            connection = common.authenticate(self.app).sdk_connection
+            changes = compute.apply(connection, result.flavors,
+                                    dry_run=parsed_args.dry_run)
+            return compute.COLUMNS, [c.row() for c in changes]
+        return generate.COLUMNS, [
+            (f.name, f.vcpus, f.ram, f.disk,
+             format_columns.DictColumn(f.extra_specs))
+            for f in result.flavors]
+
+    def produce_output(self, parsed_args, column_names, data):
+        if not parsed_args.print_commands:
+            return super().produce_output(parsed_args, column_names, data)
+        for flavor in self.flavors:
+            self.app.stdout.write(print_commands(flavor))
+        return 0
+
+
+def print_commands(flavor):
+    """``openstack flavor create`` and ``set`` commands for a FlavorSpec."""
+    name = shlex.quote(flavor.name)
+    lines = ['openstack flavor create --vcpus %d --ram %d --disk %d %s\n'
+             % (flavor.vcpus, flavor.ram, flavor.disk, name),
+             'openstack flavor set \\\n']
+    lines += ['  --property %s \\\n' % shlex.quote('%s=%s' % kv)
+              for kv in flavor.extra_specs.items()]
+    lines.append('  %s\n' % name)
+    return ''.join(lines)
+
+
+class VerifyFlavors(command.Lister):
+    """Prove flavors against Placement: every candidate is one NVLink domain.
+
+    For each flavor, builds the GET /allocation_candidates query exactly
+    as Nova would (microversion 1.36, limit 1000), runs it against the
+    live Placement or an embedded one loaded from --snapshot, and checks
+    every allocation request: all GPUs on one host of the topology, free,
+    and exactly one NVLink domain of the flavor's size. Rows per flavor
+    and host: candidates, distinct valid and invalid GPU sets, and free
+    domains no candidate offers. Exits 1 on any invalid set or missing
+    domain, naming the GPUs and domains.
+    """
+
+    auth_required = False
+    exit_code = 0
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('--topology', metavar='FILE', required=True,
+                            help='Topology file (YAML or JSON, version 1).')
+        parser.add_argument('--flavors', metavar='FILE', action='append',
+                            default=[],
+                            help='Flavors as "flavor generate -f json|yaml" '
+                                 'prints them (repeatable).')
+        parser.add_argument('--flavor', metavar='NAME', action='append',
+                            default=[],
+                            help='A flavor of the compute API (repeatable; '
+                                 'needs the cloud).')
+        parser.add_argument('--alias-config', metavar='FILE',
+                            help='Nova\'s [pci] alias values: nova.conf, or '
+                                 'a JSON/YAML list (default: from the '
+                                 'topology).')
+        parser.add_argument('--resource-class', metavar='RC',
+                            help='The GPUs\' resource class when the '
+                                 'topology has none and there is no '
+                                 '--alias-config.')
+        parser.add_argument('--limit', metavar='N', type=int,
+                            default=request.DEFAULT_LIMIT,
+                            help='[scheduler] max_placement_results '
+                                 '(default %d).' % request.DEFAULT_LIMIT)
+        parser.add_argument('--timeout', metavar='SECONDS', type=int,
+                            default=verify.DEFAULT_TIMEOUT,
+                            help='Per request, live Placement only '
+                                 '(default %d).' % verify.DEFAULT_TIMEOUT)
+        common.add_placement_arguments(parser, save=False)
+        return parser
+
+    def run(self, parsed_args):
+        super().run(parsed_args)
+        return self.exit_code
+
+    def take_action(self, parsed_args):
+        topology = loader.load(parsed_args.topology)
+        hosts = list(topology.hosts.values())
+        flavors = [request.flavor_from_dict(f, path)
+                   for path in parsed_args.flavors
+                   for f in _read_flavors(path)]
+        if parsed_args.flavor:
+            connection = common.authenticate(self.app).sdk_connection
+            flavors += [request.flavor_from_dict(
+                compute.read(connection, name), 'compute API')
+                for name in parsed_args.flavor]
+        if not flavors:
+            raise errors.NvlinkError('no flavors: give --flavors FILE or '
+                                     '--flavor NAME')
+        if parsed_args.alias_config:
+            aliases = request.read_alias_config(parsed_args.alias_config)
+        else:
+            rc = request.topology_resource_class(
+                hosts, parsed_args.resource_class)
+            aliases = {name: request.Alias(name, rc)
+                       for name in request.alias_names(flavors)}
+        queries = [request.build(f, aliases, parsed_args.limit)
+                   for f in flavors]
+        results = []
+        with common.placement(self.app, parsed_args) as client:
+            if not parsed_args.snapshot:
+                client = verify.with_timeout(client, parsed_args.timeout)
+            providers = verify.read_providers(client)
+            for query in queries:
+                LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
+                         query.display)
+                results.append(verify.verify(client, query, hosts,
+                                             providers))
+        for result in results:
+            for warning in result.warnings:
+                LOG.warning(warning)
+            for problem in result.problems:
+                LOG.error(problem)
+        self.exit_code = 0 if all(r.ok for r in results) else 1
+        return verify.COLUMNS, [row for r in results for row in r.rows()]
+
+
+def _read_flavors(path):
+    document = loader.read_document(path)
+    if isinstance(document, dict):
+        return [document]
+    if not isinstance(document, list):
+        raise errors.NvlinkError('%s: expected a list of flavors' % path)
+    return document
+
+
+class NovaConfig(command.Lister):
+    """Print the Nova and Placement settings to pair with the NVLink tree.
+
+    [pci] device_spec and alias for the topology's GPUs,
+    report_in_placement, [filter_scheduler] pci_in_placement and
+    PciPassthroughFilter; the Placement wide-tree settings when a host has
+    8 or more GPUs of one class and a flavor asks for more than 4; and,
+    with NUMA data from host inspection, per-size hw:numa_nodes /
+    hw:pci_numa_affinity_policy advice naming the domains that span NUMA
+    nodes. --ini prints ready-to-paste config fragments.
+    """
+
+    auth_required = False
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        _add_topology_arguments(parser)
+        parser.add_argument('--alias', metavar='NAME', required=True,
+                            help='The [pci] alias name.')
+        _add_sizes_argument(parser)
+        parser.add_argument('--vendor-id', metavar='HEX',
+                            help='PCI vendor id when the topology has none '
+                                 '(e.g. 10de).')
+        parser.add_argument('--product-id', metavar='HEX',
+                            help='PCI product id when the topology has none '
+                                 '(e.g. 2330).')
+        parser.add_argument('--resource-class', metavar='RC',
+                            help='A resource_class tag for device_spec and '
+                                 'alias (default: CUSTOM_PCI_<VENDOR>_'
+                                 '<PRODUCT>).')
+        parser.add_argument('--ini', action='store_true',
+                            help='Print config fragments instead of rows.')
+        return parser
+
+    def take_action(self, parsed_args):
+        _, hosts = _hosts(parsed_args)
+        self.settings = novaconfig.settings(
+            hosts, parsed_args.alias, sizes=parsed_args.sizes,
+            vendor_id=parsed_args.vendor_id,
+            product_id=parsed_args.product_id,
+            resource_class=parsed_args.resource_class)
+        return novaconfig.COLUMNS, [
+            (s.service, s.section, s.option, s.value, s.reason)
+            for s in self.settings]
+
+    def produce_output(self, parsed_args, column_names, data):
+        if not parsed_args.ini:
+            return super().produce_output(parsed_args, column_names, data)
+        self.app.stdout.write(novaconfig.to_ini(self.settings))
+        return 0

@@ -1,0 +1,369 @@
+"""Flavors proven on a real embedded Placement, seeded as Nova seeds it.
+
+Two HGX H100 hosts (the example topology) and one HGX B200 host
+(``etc/examples/hgx-b200.yaml``), reshaped; then the generated flavors'
+queries, built as Nova builds them, must return exactly the NVLink
+domains: diagonal pairs on H100, adjacent pairs on B200.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import fixtures
+from oslotest import base as oslo_base
+
+from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import request
+from nvlink_placement.flavors import verify
+from nvlink_placement.placement import embedded
+from nvlink_placement.placement import snapshot
+from nvlink_placement.plan import desired
+from nvlink_placement.plan import run
+from nvlink_placement.topology import loader
+from tests.functional import base
+from tests.functional import cli
+from tests import novalike
+
+B200_TOPOLOGY = os.path.join(base.EXAMPLES, 'hgx-b200.yaml')
+B200_HOST = 'compute-b200-01'
+B200_RC = 'CUSTOM_PCI_10DE_2901'
+H100_RC = novalike.GPU_RC
+H100_BOARDS = {'compute-01': novalike.BOARD1, 'compute-02': novalike.BOARD2}
+H100_DOMAINS = {2: [(1, 3), (2, 4), (5, 7), (6, 8)],
+                4: [(1, 2, 3, 4), (5, 6, 7, 8)],
+                8: [tuple(range(1, 9))]}
+B200_DOMAINS = {2: [(1, 2), (3, 4), (5, 6), (7, 8)],
+                4: [(1, 2, 3, 4), (5, 6, 7, 8)],
+                8: [tuple(range(1, 9))]}
+
+
+def b200_board():
+    """Address -> module id of the example B200 host."""
+    host = loader.load(B200_TOPOLOGY).hosts[B200_HOST]
+    return {a: gpu.module_id for a, gpu in host.gpus.items()}
+
+
+def seed_all(client):
+    """Seed the three hosts as Nova does and reshape them; RP name -> uuid."""
+    names = {}
+    for host, board in H100_BOARDS.items():
+        names.update(novalike.seed_host(client, host, board))
+    names.update(novalike.seed_host(client, B200_HOST, b200_board(),
+                                    rc=B200_RC))
+    for path in (base.H100_TOPOLOGY, B200_TOPOLOGY):
+        topology = loader.load(path)
+        result = run.run(client, [desired.from_topology(h)
+                                  for h in topology.hosts.values()])
+        assert not result.failures, result.failures
+    return names
+
+
+def address_sets(board, size, domains, taken=()):
+    """Free domains of ``size`` as frozensets of addresses."""
+    inverse = {m: a for a, m in board.items()}
+    if size == 1:
+        groups = [(m,) for m in sorted(inverse)]
+    else:
+        groups = domains[size]
+    return {frozenset(inverse[m] for m in group) for group in groups
+            if not set(group) & set(taken)}
+
+
+class _FlavorCase(base.PlacementTestCase):
+
+    def verify(self, path, alias, rc, flavors):
+        """FlavorResult per flavor name, verified on ``self.client``."""
+        hosts = list(loader.load(path).hosts.values())
+        aliases = {alias: request.Alias(alias, rc)}
+        providers = verify.read_providers(self.client)
+        return {f['name']: verify.verify(
+            self.client, request.build(request.flavor_from_dict(f), aliases),
+            hosts, providers) for f in flavors}
+
+    def generated(self, path, alias, sizes=(1, 2, 4, 8)):
+        hosts = list(loader.load(path).hosts.values())
+        return [f.as_dict() for f in
+                generate.generate(hosts, alias, sizes=list(sizes)).flavors]
+
+    def by_host(self, result):
+        return {h.host: h for h in result.hosts}
+
+
+class TestReshapedFlavors(_FlavorCase):
+
+    def setUp(self):
+        super().setUp()
+        self.names = seed_all(self.client)
+
+    def test_h100_sets_are_exactly_the_domains(self):
+        results = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                              self.generated(base.H100_TOPOLOGY, 'h100'))
+        # Candidates: every order of each domain's GPUs; 8 GPUs in 8
+        # separate groups are cut at limit=1000, breadth-first 500 each.
+        candidates = {1: 8, 2: 8, 4: 48, 8: 500}
+        for size in (1, 2, 4, 8):
+            result = results['gpu.h100.%dx' % size]
+            self.assertEqual([], result.problems)
+            self.assertEqual(['compute-01', 'compute-02'],
+                             [h.host for h in result.hosts])
+            for host in result.hosts:
+                expected = address_sets(H100_BOARDS[host.host], size,
+                                        H100_DOMAINS)
+                self.assertEqual(expected, host.valid, (size, host.host))
+                self.assertEqual({}, host.invalid)
+                self.assertEqual({}, host.missing)
+                self.assertEqual(candidates[size], host.candidates)
+        self.assertEqual(1, len(results['gpu.h100.8x'].warnings))
+
+    def test_b200_sets_are_the_adjacent_pairs(self):
+        results = self.verify(B200_TOPOLOGY, 'b200', B200_RC,
+                              self.generated(B200_TOPOLOGY, 'b200'))
+        board = b200_board()
+        for size, candidates in ((1, 8), (2, 8), (4, 48), (8, 1000)):
+            result = results['gpu.b200.%dx' % size]
+            self.assertEqual([], result.problems)
+            host, = result.hosts
+            self.assertEqual(B200_HOST, host.host)
+            self.assertEqual(address_sets(board, size, B200_DOMAINS),
+                             host.valid)
+            self.assertEqual(({}, {}, candidates),
+                             (host.invalid, host.missing, host.candidates))
+        pairs = results['gpu.b200.2x'].hosts[0].valid
+        inverse = {m: a for a, m in board.items()}
+        self.assertIn(frozenset([inverse[1], inverse[2]]), pairs)
+        self.assertNotIn(frozenset([inverse[1], inverse[3]]), pairs)
+
+    def test_allocated_gpus_remove_their_domains(self):
+        def gpu(host, board, module):
+            inverse = {m: a for a, m in board.items()}
+            return self.names[host + '_' + inverse[module].upper()]
+
+        b200 = b200_board()
+        novalike.allocate(self.client, 'a0a0a0a0-0000-4000-8000-000000000001',
+                          {gpu('compute-01', novalike.BOARD1, 5): {
+                              H100_RC: 1}})
+        novalike.allocate(self.client, 'a0a0a0a0-0000-4000-8000-000000000002',
+                          {gpu('compute-02', novalike.BOARD2, m): {H100_RC: 1}
+                           for m in (2, 4)})
+        novalike.allocate(self.client, 'a0a0a0a0-0000-4000-8000-000000000003',
+                          {gpu(B200_HOST, b200, 1): {B200_RC: 1}})
+        taken = {'compute-01': (5,), 'compute-02': (2, 4)}
+        results = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                              self.generated(base.H100_TOPOLOGY, 'h100'))
+        candidates = {1: {'compute-01': 7, 'compute-02': 6},
+                      2: {'compute-01': 6, 'compute-02': 6},
+                      4: {'compute-01': 24, 'compute-02': 24},
+                      8: {'compute-01': 0, 'compute-02': 0}}
+        for size in (1, 2, 4, 8):
+            result = results['gpu.h100.%dx' % size]
+            self.assertTrue(result.ok, result.problems)
+            for host in result.hosts:
+                self.assertEqual(
+                    address_sets(H100_BOARDS[host.host], size, H100_DOMAINS,
+                                 taken[host.host]), host.valid)
+                self.assertEqual(candidates[size][host.host],
+                                 host.candidates)
+        b200_results = self.verify(
+            B200_TOPOLOGY, 'b200', B200_RC,
+            self.generated(B200_TOPOLOGY, 'b200', sizes=(2, 4)))
+        self.assertEqual(
+            [(3, 6), (1, 24)],
+            [(len(r.hosts[0].valid), r.hosts[0].candidates)
+             for r in b200_results.values()])
+
+    def test_same_subtree_without_resourceless_group_is_caught(self):
+        wrong = {'name': 'wrong.2x', 'vcpus': 32, 'ram': 262144, 'disk': 100,
+                 'extra_specs': {
+                     'pci_passthrough:alias': 'h100:2:_h100',
+                     'placement:same_subtree': '_h100-0,_h100-1',
+                     'placement:group_policy': 'none'}}
+        result = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                             [wrong])['wrong.2x']
+        self.assertFalse(result.ok)
+        self.assertEqual([('compute-01', 0, 0, 0, 4),
+                          ('compute-02', 0, 0, 0, 4)],
+                         [r[1:6] for r in result.rows()])
+        self.assertEqual(
+            'wrong.2x on compute-01: free NVLink domain '
+            'compute-01_nvlink-group-of-2-a [0000:4c:00.0, 0000:5d:00.0] is '
+            'never offered', result.problems[0])
+
+    def test_subtree_naming_a_missing_group_is_refused(self):
+        wrong = {'name': 'wrong.2x', 'vcpus': 32, 'ram': 262144, 'disk': 100,
+                 'extra_specs': {
+                     'pci_passthrough:alias': 'h100:2:_h100',
+                     'placement:same_subtree': '_h100-0,_h100-1,_nvl2',
+                     'placement:group_policy': 'none'}}
+        result = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                             [wrong])['wrong.2x']
+        self.assertFalse(result.ok)
+        self.assertEqual(1, len(result.problems))
+        self.assertIn('wrong.2x: Placement refused the query: GET '
+                      '/allocation_candidates', result.problems[0])
+        self.assertIn('HTTP 400', result.problems[0])
+
+
+class TestFlatTree(_FlavorCase):
+    """The same flavors before reshape: Nova's flat tree."""
+
+    def setUp(self):
+        super().setUp()
+        self.seed_example()
+
+    def test_plain_alias_gets_cross_domain_pairs(self):
+        plain = {'name': 'plain.2x', 'vcpus': 32, 'ram': 262144, 'disk': 100,
+                 'extra_specs': {'pci_passthrough:alias': 'h100:2'}}
+        result = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                             [plain])['plain.2x']
+        self.assertFalse(result.ok)
+        # 8 * 7 ordered pairs, 28 sets: the 4 domains and 24 crossing.
+        self.assertEqual([('compute-01', 56, 4, 24, 0),
+                          ('compute-02', 56, 4, 24, 0)],
+                         [r[1:6] for r in result.rows()])
+
+    def test_named_flavor_needs_the_group_trait(self):
+        result = self.verify(
+            base.H100_TOPOLOGY, 'h100', H100_RC,
+            self.generated(base.H100_TOPOLOGY, 'h100', sizes=[2]))[
+                'gpu.h100.2x']
+        self.assertFalse(result.ok)
+        self.assertIn('No such trait(s): CUSTOM_PCI_GROUP2',
+                      result.problems[0])
+        self.assertIn('the tree is not reshaped; run "openstack nvlink '
+                      'reshape"', result.problems[0])
+
+    def test_unknown_resource_class(self):
+        result = self.verify(
+            base.H100_TOPOLOGY, 'h100', 'CUSTOM_PCI_10DE_2331',
+            self.generated(base.H100_TOPOLOGY, 'h100', sizes=[1]))[
+                'gpu.h100.1x']
+        self.assertEqual([('compute-01', 0, 0, 0, 0),
+                          ('compute-02', 0, 0, 0, 0)],
+                         [r[1:6] for r in result.rows()])
+        self.assertEqual(1, len(result.problems))
+        self.assertIn('No such resource class CUSTOM_PCI_10DE_2331',
+                      result.problems[0])
+        self.assertIn('(no GPU of class CUSTOM_PCI_10DE_2331 is reported',
+                      result.problems[0])
+
+
+class TestCli(oslo_base.BaseTestCase):
+    """``openstack nvlink flavor ...`` in process, on a saved snapshot."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tmp = tempfile.mkdtemp()
+        cls.snapshot = os.path.join(cls.tmp, 'reshaped.json')
+        with embedded.EmbeddedPlacement() as client:
+            seed_all(client)
+            snapshot.write_file(snapshot.export(client), cls.snapshot)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+
+    def openstack(self, *argv):
+        """Run the CLI; returns (exit code, stdout, stderr)."""
+        result = cli.run(self, *argv)
+        return result.code, result.stdout, result.stderr
+
+    def write(self, name, text):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def test_generate_then_verify_on_snapshot(self):
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', B200_TOPOLOGY,
+            '--alias', 'b200', '--sizes', '1,2,4', '-f', 'json')
+        self.assertEqual((0, ''), (code, err))
+        flavors = self.write('flavors.json', out)
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'verify', '--snapshot', self.snapshot,
+            '--topology', B200_TOPOLOGY, '--flavors', flavors, '-f', 'json',
+            '-c', 'flavor', '-c', 'host', '-c', 'candidates', '-c',
+            'valid_sets', '-c', 'invalid_sets', '-c', 'missing_sets')
+        self.assertEqual((0, ''), (code, err))
+        self.assertEqual([
+            {'flavor': 'gpu.b200.%dx' % size, 'host': B200_HOST,
+             'candidates': candidates, 'valid_sets': valid,
+             'invalid_sets': 0, 'missing_sets': 0}
+            for size, candidates, valid in ((1, 8, 8), (2, 8, 4),
+                                            (4, 48, 2))], json.loads(out))
+
+    def test_verify_fails_on_a_wrong_flavor(self):
+        flavors = self.write('wrong.yaml', (
+            '- name: wrong.2x\n  vcpus: 32\n  ram: 262144\n  disk: 100\n'
+            '  extra_specs:\n'
+            '    "pci_passthrough:alias": "h100:2:_h100"\n'
+            '    "placement:same_subtree": "_h100-0,_h100-1"\n'
+            '    "placement:group_policy": none\n'))
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'verify', '--snapshot', self.snapshot,
+            '--topology', base.H100_TOPOLOGY, '--flavors', flavors,
+            '--resource-class', H100_RC, '-f', 'value', '-c', 'host',
+            '-c', 'candidates', '-c', 'missing_sets')
+        self.assertEqual(1, code)
+        self.assertEqual('compute-01 0 4\ncompute-02 0 4\n', out)
+        self.assertIn('wrong.2x on compute-02: free NVLink domain '
+                      'compute-02_nvlink-group-of-2-d', err)
+
+    def test_verify_needs_a_resource_class(self):
+        flavors = self.write('f.json', '[]')
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'verify', '--snapshot', self.snapshot,
+            '--topology', base.H100_TOPOLOGY, '--flavors', flavors)
+        self.assertEqual((1, ''), (code, out))
+        self.assertIn('no flavors: give --flavors FILE or --flavor NAME',
+                      err)
+        self.assertNotIn('Traceback', err)
+
+    def test_print_commands(self):
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '2', '--print-commands')
+        self.assertEqual(0, code)
+        self.assertEqual(
+            'openstack flavor create --vcpus 32 --ram 262144 --disk 100 '
+            'gpu.h100.2x\n'
+            'openstack flavor set \\\n'
+            '  --property pci_passthrough:alias=h100:2:_h100 \\\n'
+            '  --property trait_nvl2:CUSTOM_PCI_GROUP2=required \\\n'
+            '  --property placement:same_subtree=_h100-0,_h100-1,_nvl2 \\\n'
+            '  --property placement:group_policy=none \\\n'
+            '  gpu.h100.2x\n', out)
+
+    def test_nova_config_ini(self):
+        code, out, err = self.openstack(
+            'nvlink', 'nova-config', '--topology', B200_TOPOLOGY,
+            '--alias', 'b200', '--ini')
+        self.assertEqual(0, code)
+        for line in (
+                'device_spec = {"vendor_id": "10de", "product_id": "2901"}',
+                'alias = {"name": "b200", "device_type": "type-PCI", '
+                '"vendor_id": "10de", "product_id": "2901"}',
+                'pci_in_placement = True',
+                'optimize_for_wide_provider_trees = True',
+                '#   hw:numa_nodes=1  (every 4-GPU domain sits on one NUMA '
+                'node; the vCPUs and memory must fit that node)',
+                '#   hw:pci_numa_affinity_policy=preferred  (prefer '
+                'GPU-local CPUs but never refuse a domain that spans '
+                'nodes)'):
+            self.assertIn(line + '\n', out)
+        code, out, err = self.openstack(
+            'nvlink', 'nova-config', '--topology', B200_TOPOLOGY,
+            '--alias', 'b200', '-f', 'json', '--sizes', '2')
+        self.assertEqual(0, code)
+        self.assertEqual({'service': 'nova-compute', 'section': 'pci',
+                          'option': 'report_in_placement', 'value': 'True',
+                          'reason': 'one resource provider per GPU (cannot '
+                                    'be turned off again)'},
+                         json.loads(out)[1])

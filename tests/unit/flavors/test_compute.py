@@ -1,0 +1,130 @@
+"""Creating and updating flavors through the compute API."""
+
+import types
+
+from oslotest import base
+
+from nvlink_placement import errors
+from nvlink_placement.flavors import compute
+from nvlink_placement.flavors import generate
+from tests.unit.flavors import helpers
+
+H100 = helpers.hosts(**{'compute-01': helpers.h100_host()})
+PAIR = [f for f in generate.generate(H100, 'h100').flavors if f.size == 2][0]
+
+
+def current(**extra_specs):
+    return {'vcpus': PAIR.vcpus, 'ram': PAIR.ram, 'disk': PAIR.disk,
+            'extra_specs': extra_specs}
+
+
+class TestPlan(base.BaseTestCase):
+
+    def test_new_flavor(self):
+        self.assertEqual([
+            ('gpu.h100.2x', 'create-flavor', '',
+             'vcpus=32 ram=262144 disk=100'),
+            ('gpu.h100.2x', 'set-property', 'pci_passthrough:alias',
+             'h100:2:_h100'),
+            ('gpu.h100.2x', 'set-property', 'trait_nvl2:CUSTOM_PCI_GROUP2',
+             'required'),
+            ('gpu.h100.2x', 'set-property', 'placement:same_subtree',
+             '_h100-0,_h100-1,_nvl2'),
+            ('gpu.h100.2x', 'set-property', 'placement:group_policy',
+             'none'),
+        ], [c.row() for c in compute.plan(PAIR, None)])
+
+    def test_in_sync_flavor(self):
+        self.assertEqual([], compute.plan(PAIR, current(**PAIR.extra_specs)))
+
+    def test_only_differing_and_stale_managed_keys(self):
+        specs = dict(PAIR.extra_specs, **{
+            'placement:same_subtree': '_h100-0,_nvl2',
+            'trait_nvl4:CUSTOM_PCI_GROUP4': 'required',
+            'hw:numa_nodes': '1', 'quota:cpu_shares': '10'})
+        self.assertEqual([
+            ('gpu.h100.2x', 'set-property', 'placement:same_subtree',
+             '_h100-0,_h100-1,_nvl2'),
+            ('gpu.h100.2x', 'unset-property',
+             'trait_nvl4:CUSTOM_PCI_GROUP4', 'required'),
+        ], [c.row() for c in compute.plan(PAIR, current(**specs))])
+
+    def test_immutable_fields_conflict(self):
+        data = current()
+        data['ram'] = 1024
+        exc = self.assertRaises(errors.NvlinkError, compute.plan, PAIR, data)
+        self.assertEqual(
+            'flavor gpu.h100.2x exists with ram 1024, not 262144; Nova '
+            'flavors cannot be changed: delete it (running servers keep '
+            'their copy) or choose another --name-template', str(exc))
+
+
+class _Compute(object):
+    """Records the openstacksdk compute proxy calls apply() makes."""
+
+    def __init__(self, flavors):
+        self.flavors = flavors
+        self.calls = []
+
+    def find_flavor(self, name, ignore_missing, get_extra_specs):
+        return self.flavors.get(name)
+
+    def create_flavor(self, **attrs):
+        self.calls.append(('create_flavor', attrs))
+        return types.SimpleNamespace(name=attrs['name'])
+
+    def create_flavor_extra_specs(self, flavor, specs):
+        self.calls.append(('create_flavor_extra_specs', flavor.name, specs))
+
+    def delete_flavor_extra_specs_property(self, flavor, key):
+        self.calls.append(('delete', flavor.name, key))
+
+
+def sdk_flavor(name, **extra_specs):
+    return types.SimpleNamespace(name=name, vcpus=PAIR.vcpus, ram=PAIR.ram,
+                                 disk=PAIR.disk, ephemeral=0, swap='',
+                                 extra_specs=extra_specs)
+
+
+class TestApply(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        single = [f for f in generate.generate(H100, 'h100').flavors
+                  if f.size == 1][0]
+        self.specs = [single, PAIR]
+        stale = dict(PAIR.extra_specs, **{'trait_nvl4:X': 'required'})
+        del stale['placement:group_policy']
+        self.proxy = _Compute({'gpu.h100.2x': sdk_flavor('gpu.h100.2x',
+                                                         **stale)})
+        self.connection = types.SimpleNamespace(compute=self.proxy)
+
+    def test_dry_run_writes_nothing(self):
+        changes = compute.apply(self.connection, self.specs, dry_run=True)
+        self.assertEqual(['create-flavor', 'set-property', 'set-property',
+                          'unset-property'], [c.action for c in changes])
+        self.assertEqual([], self.proxy.calls)
+
+    def test_apply(self):
+        compute.apply(self.connection, self.specs)
+        self.assertEqual([
+            ('create_flavor', {'name': 'gpu.h100.1x', 'vcpus': 16,
+                               'ram': 131072, 'disk': 100}),
+            ('create_flavor_extra_specs', 'gpu.h100.1x',
+             {'pci_passthrough:alias': 'h100:1'}),
+            ('create_flavor_extra_specs', 'gpu.h100.2x',
+             {'placement:group_policy': 'none'}),
+            ('delete', 'gpu.h100.2x', 'trait_nvl4:X'),
+        ], self.proxy.calls)
+
+    def test_read(self):
+        self.assertEqual(
+            {'name': 'gpu.h100.2x', 'vcpus': 32, 'ram': 262144, 'disk': 100,
+             'ephemeral': 0, 'swap': 0, 'extra_specs': {'a': 'b'}},
+            compute.read(types.SimpleNamespace(compute=_Compute({
+                'gpu.h100.2x': sdk_flavor('gpu.h100.2x', a='b')})),
+                'gpu.h100.2x'))
+        exc = self.assertRaises(errors.NvlinkError, compute.read,
+                                self.connection, 'nope')
+        self.assertEqual("no flavor named 'nope' in the compute API",
+                         str(exc))
