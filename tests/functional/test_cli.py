@@ -32,6 +32,20 @@ class TestTopologyCommands(base.BaseTestCase):
                       result.stderr)
         self.assertNotIn('Traceback', result.stderr)
 
+    def test_show_table(self):
+        result = cli.run(self, 'nvlink', 'topology', 'show',
+                         fbase.H100_TOPOLOGY, '--host', 'compute-02',
+                         '-c', 'group', '-c', 'modules')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(
+            ['| compute-02_nvlink-group-of-4-a | 2, 4, 1, 3 |',
+             '| compute-02_nvlink-group-of-4-b | 6, 8, 5, 7 |',
+             '| compute-02_nvlink-group-of-2-a | 1, 3       |',
+             '| compute-02_nvlink-group-of-2-b | 2, 4       |',
+             '| compute-02_nvlink-group-of-2-c | 5, 7       |',
+             '| compute-02_nvlink-group-of-2-d | 6, 8       |'],
+            result.stdout.splitlines()[3:-1])
+
     def test_show_json(self):
         result = cli.run(self, 'nvlink', 'topology', 'show',
                          fbase.H100_TOPOLOGY, '--host', 'compute-01',

@@ -5,10 +5,12 @@ import os
 import subprocess
 import sys
 
+import fixtures
 from oslotest import base
 import requests
 
 from nvlink_placement.placement import client as pc
+from nvlink_placement.placement import snapshot
 from tests.functional import base as fbase
 from tests import novalike
 from tests import placement_server
@@ -79,3 +81,33 @@ class TestReshapeOverHttp(base.BaseTestCase):
         check = openstack('nvlink', 'check', '--topology',
                           fbase.H100_TOPOLOGY, *auth)
         self.assertEqual(0, check.returncode, check.stderr)
+
+        # Export the live state; the snapshot replays to the same check.
+        out = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                           'live.json')
+        exported = openstack('nvlink', 'snapshot', '--host', 'compute-01',
+                             '-o', out, *auth)
+        self.assertEqual(0, exported.returncode, exported.stderr)
+        self.assertEqual('%s: 15 resource providers, 0 consumers\n' % out,
+                         exported.stdout)
+        document = snapshot.read_file(out)
+        self.assertEqual({'compute-01'}, {
+            rp['name'].split('_')[0]
+            for rp in document['resource_providers']})
+        offline = openstack('nvlink', 'check', '--topology',
+                            fbase.H100_TOPOLOGY, '--host', 'compute-01',
+                            '--snapshot', out)
+        self.assertEqual(0, offline.returncode, offline.stderr)
+
+
+class TestUnreachablePlacement(base.BaseTestCase):
+
+    def test_clear_error(self):
+        port = placement_server.free_port()
+        result = openstack('nvlink', 'check', '--topology',
+                           fbase.H100_TOPOLOGY, '--os-auth-type',
+                           'admin_token', '--os-token', 'admin',
+                           '--os-endpoint', 'http://127.0.0.1:%d' % port)
+        self.assertEqual(1, result.returncode)
+        self.assertIn('cannot reach Placement', result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
