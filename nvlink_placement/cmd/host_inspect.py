@@ -17,6 +17,7 @@ import sys
 import yaml
 
 from nvlink_placement.discovery import fabric_manager
+from nvlink_placement.discovery import files
 from nvlink_placement.discovery import inspect
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import nvidia_smi
@@ -28,13 +29,48 @@ PROG = 'nvlink-host-inspect'
 
 def _seconds(text):
     try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not value > 0:
-        raise argparse.ArgumentTypeError('expected a number of seconds '
-                                         'above 0, got %r' % text)
-    return value
+        return files.seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+
+
+def add_fm_arguments(parser, no_fm):
+    """Add ``--mapping`` and the Fabric Manager options to ``parser``.
+
+    The one definition for ``host inspect`` and ``host partitions``.
+
+    :param no_fm: also offer ``--no-fm`` (inspect works without FM).
+    """
+    parser.add_argument(
+        '--mapping', metavar='FILE',
+        help='GPU PCI address -> module id JSON file (default: %s when it '
+             'exists)' % module_ids.DEFAULT_MAPPING_FILE)
+    fm = parser.add_mutually_exclusive_group()
+    fm.add_argument(
+        '--fm-address', metavar='HOST[:PORT]',
+        help='ask the Fabric Manager at this TCP address (default: %s:%d)'
+             % (fabric_manager.DEFAULT_ADDRESS,
+                fabric_manager.FM_CMD_PORT_NUMBER))
+    fm.add_argument(
+        '--fm-socket', metavar='PATH',
+        help='ask the Fabric Manager listening on this Unix socket')
+    fm.add_argument(
+        '--fmpm-json', metavar='FILE',
+        help='read the partitions from saved `fmpm -l` output instead of '
+             'asking Fabric Manager')
+    if no_fm:
+        fm.add_argument(
+            '--no-fm', action='store_true',
+            help='never ask Fabric Manager (by default it is asked at '
+                 '127.0.0.1:6666 when libnvfm can be loaded)')
+    parser.add_argument(
+        '--fm-library', metavar='PATH',
+        help='libnvfm to load (default: libnvfm.so.1, then libnvfm.so)')
+    timeout = fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0
+    parser.add_argument(
+        '--fm-timeout', metavar='SECONDS', type=_seconds, default=timeout,
+        help='Fabric Manager connection timeout (default: %g)' % timeout)
+    return parser
 
 
 def add_arguments(parser):
@@ -51,10 +87,6 @@ def add_arguments(parser):
         '--sysfs-root', metavar='DIR', default='/sys',
         help='where sysfs is mounted (default: /sys)')
     parser.add_argument(
-        '--mapping', metavar='FILE',
-        help='GPU PCI address -> module id JSON file (default: %s when it '
-             'exists)' % module_ids.DEFAULT_MAPPING_FILE)
-    parser.add_argument(
         '--nvidia-smi-q', metavar='FILE',
         help='captured `nvidia-smi -q` output to read instead of running '
              'nvidia-smi')
@@ -67,29 +99,7 @@ def add_arguments(parser):
         help='do not run nvidia-smi (by default it is run, %g s timeout '
              'per call, when it is on PATH and no capture is given)'
              % nvidia_smi.DEFAULT_TIMEOUT)
-    fm = parser.add_mutually_exclusive_group()
-    fm.add_argument(
-        '--fm-address', metavar='HOST[:PORT]',
-        help='ask the Fabric Manager at this TCP address (port 6666 by '
-             'default)')
-    fm.add_argument(
-        '--fm-socket', metavar='PATH',
-        help="ask the Fabric Manager listening on this Unix socket")
-    fm.add_argument(
-        '--fmpm-json', metavar='FILE',
-        help='read the partitions from saved `fmpm -l` output instead of '
-             'asking Fabric Manager')
-    fm.add_argument(
-        '--no-fm', action='store_true',
-        help='never ask Fabric Manager (by default it is asked at '
-             '127.0.0.1:6666 when libnvfm can be loaded)')
-    parser.add_argument(
-        '--fm-library', metavar='PATH',
-        help='libnvfm to load (default: libnvfm.so.1, then libnvfm.so)')
-    timeout = fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0
-    parser.add_argument(
-        '--fm-timeout', metavar='SECONDS', type=_seconds, default=timeout,
-        help='Fabric Manager connection timeout (default: %g)' % timeout)
+    add_fm_arguments(parser, no_fm=True)
     parser.add_argument(
         '--board', metavar='NAME',
         help='the baseboard, from the built-in catalog: %s'

@@ -280,8 +280,9 @@ def load_library(path=None):
         return library
     raise LibraryNotFound(
         'cannot load libnvfm: %s (it ships in nvidia-fabricmanager-devel '
-        'or -dev, of the running Fabric Manager\'s version; or give '
-        '--fm-library, or --fmpm-json with saved `fmpm -l` output)'
+        'or -dev, of the running Fabric Manager\'s version; point '
+        '--fm-library (fm_library in the hook\'s hook.conf) at it, or give '
+        '--fmpm-json with saved `fmpm -l` output)'
         % '; '.join(failures))
 
 
@@ -499,12 +500,15 @@ class FmView:
     :ivar dropped: partition ids left out because they cross others.
     :ivar degraded: dict ``{address: [reason]}`` for GPUs with fewer
         NVLinks available than their maximum.
+    :ivar active: ``(partition id, addresses in address order)`` of each
+        active partition (in use by a VM), in id order.
     """
 
     groups: list
     group_ids: list
     dropped: list
     degraded: dict
+    active: list = dataclasses.field(default_factory=list)
 
 
 def fm_view(report, host_addresses, known_module_ids):
@@ -557,5 +561,8 @@ def fm_view(report, host_addresses, known_module_ids):
     degraded = {a: ['%d of %d NVLinks available (%s)'
                     % (n, m, report.source)]
                 for a, (n, m) in sorted(links.items()) if n < m}
+    active = {p.id for p in report.partitions if p.active}
     return FmView(groups, [ids[g] for g in groups],
-                  [pid for pid, _ in table.dropped], degraded)
+                  [pid for pid, _ in table.dropped], degraded,
+                  [(pid, tuple(sorted(m, key=pci.address_sort_key)))
+                   for pid, m in members if pid in active])

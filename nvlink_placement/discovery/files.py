@@ -35,3 +35,18 @@ def parse_json(text, source, **options):
     except ValueError as exc:
         raise errors.NvlinkError('%s: line %d column %d: invalid JSON: %s'
                                  % (source, exc.lineno, exc.colno, exc.msg))
+
+
+def seconds(text):
+    """A positive number of seconds (float) from ``text``.
+
+    :raises ValueError: for anything else.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError('expected a number of seconds above 0, got %r'
+                         % text)
+    return value

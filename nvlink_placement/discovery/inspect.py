@@ -282,6 +282,10 @@ def build_fragment(found):
         if fm.dropped:
             notes.append('FM partitions %s cross others and were left out'
                          % ', '.join(map(str, fm.dropped)))
+        if fm.active:
+            notes.append('FM partitions active (GPUs in use by VMs): %s'
+                         % '; '.join('%d {%s}' % (pid, _show(m))
+                                     for pid, m in fm.active))
         if view is not None:
             _check_within_domains(
                 [('FM partition %d' % pid, g)

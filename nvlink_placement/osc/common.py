@@ -10,6 +10,7 @@ does.
 import contextlib
 import sys
 
+from cliff import columns
 from keystoneauth1 import adapter as ks_adapter
 
 from nvlink_placement import errors
@@ -100,3 +101,16 @@ def progress(total, description, enabled=None):
     import tqdm
     return tqdm.tqdm(total=total, desc=description, unit='host',
                      file=sys.stderr, leave=False)
+
+
+class InOrder(columns.FormattableColumn):
+    """A list shown in its own order, not sorted like osc_lib's ListColumn.
+
+    Keeps physical ids and addresses aligned; JSON and YAML get the list.
+    """
+
+    def human_readable(self):
+        return ', '.join(str(item) for item in self._value)
+
+    def machine_readable(self):
+        return list(self._value)

@@ -1,12 +1,17 @@
-"""``openstack nvlink host inspect``: the OSC face of nvlink-host-inspect.
+"""``openstack nvlink host inspect|partitions``: host-side commands.
 
-No logic here: the options and the work live in
-:mod:`nvlink_placement.cmd.host_inspect`.
+No logic here: the options and the work of ``inspect`` live in
+:mod:`nvlink_placement.cmd.host_inspect`, the partition table in
+:mod:`nvlink_placement.hook.fabric` and :mod:`nvlink_placement.hook.
+partitions`.
 """
 
 from osc_lib.command import command
 
 from nvlink_placement.cmd import host_inspect
+from nvlink_placement.hook import fabric
+from nvlink_placement.hook import partitions
+from nvlink_placement.osc import common
 
 
 class HostInspect(command.Command):
@@ -23,3 +28,34 @@ class HostInspect(command.Command):
 
     def take_action(self, parsed_args):
         host_inspect.execute(parsed_args, self.app.stdout)
+
+
+class HostPartitions(command.Lister):
+    """List this host's Fabric Manager partitions: active or not, and GPUs.
+
+    Runs on the compute host; needs no cloud credentials. One row per
+    supported partition: its id, whether it is active (in use by a VM, see
+    nvlink-partition-hook), its GPUs' FM physical ids (the module ids on
+    HGX H100 and later) and their PCI addresses (``unknown`` when neither
+    Fabric Manager nor the mapping file gives one).
+    """
+
+    auth_required = False
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        host_inspect.add_fm_arguments(parser, no_fm=False)
+        return parser
+
+    def take_action(self, parsed_args):
+        table = fabric.list_partitions(
+            mapping=parsed_args.mapping, fm_address=parsed_args.fm_address,
+            fm_socket=parsed_args.fm_socket,
+            fm_library=parsed_args.fm_library,
+            fm_timeout=parsed_args.fm_timeout,
+            fmpm_json=parsed_args.fmpm_json)
+        return partitions.LISTING_COLUMNS, [
+            (pid, active, count, common.InOrder(ids),
+             common.InOrder(addresses))
+            for pid, active, count, ids, addresses
+            in partitions.listing(table)]

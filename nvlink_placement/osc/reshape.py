@@ -29,6 +29,15 @@ def add_host_argument(parser):
                              'every host of the topology).')
 
 
+def add_topology_arguments(parser, no_health_help):
+    """``--topology``, ``--host`` and ``--no-health``."""
+    parser.add_argument('--topology', metavar='FILE', required=True,
+                        help='Topology file (YAML or JSON, version 1).')
+    add_host_argument(parser)
+    parser.add_argument('--no-health', action='store_true',
+                        help=no_health_help)
+
+
 def add_apply_arguments(parser):
     parser.add_argument('--dry-run', action='store_true',
                         help='Print the actions, write nothing.')
@@ -91,12 +100,9 @@ class Reshape(_PlanCommand):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('--topology', metavar='FILE', required=True,
-                            help='Topology file (YAML or JSON, version 1).')
-        add_host_argument(parser)
-        parser.add_argument('--no-health', action='store_true',
-                            help='Do not reserve unhealthy GPUs nor release '
-                                 'earlier reservations.')
+        add_topology_arguments(
+            parser, 'Do not reserve unhealthy GPUs nor release earlier '
+                    'reservations.')
         add_apply_arguments(parser)
         return parser
 
@@ -152,15 +158,12 @@ class Check(_PlanCommand):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('--topology', metavar='FILE', required=True,
-                            help='Topology file (YAML or JSON, version 1).')
-        add_host_argument(parser)
+        add_topology_arguments(
+            parser, 'Ignore GPU health (no reservation drift).')
         parser.add_argument('--all', action='store_true',
                             help='Also check every compute node tree holding '
                                  'Nova PCI providers that the topology does '
                                  'not list.')
-        parser.add_argument('--no-health', action='store_true',
-                            help='Ignore GPU health (no reservation drift).')
         common.add_placement_arguments(parser, save=False)
         return parser
 

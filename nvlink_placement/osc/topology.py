@@ -1,21 +1,14 @@
 """``openstack nvlink topology validate|show``."""
 
-from osc_lib.cli import format_columns
 from osc_lib.command import command
 import yaml
 
 from nvlink_placement import errors
+from nvlink_placement.osc import common
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import merge
 
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
-
-
-class IntListColumn(format_columns.ListColumn):
-    """A list of ints: ``1, 3`` in tables, numbers in ``-f json``."""
-
-    def human_readable(self):
-        return ', '.join(str(v) for v in self._value or ())
 
 
 class ValidateTopology(command.Command):
@@ -65,8 +58,8 @@ class ShowTopology(command.Lister):
         for host in select_hosts(topology, parsed_args.host):
             for group in host.groups:
                 rows.append((host.name, group.name, group.size, group.trait,
-                             format_columns.ListColumn(group.members),
-                             IntListColumn(
+                             common.InOrder(group.members),
+                             common.InOrder(
                                  [m for m in group.modules if m is not None])))
         return SHOW_COLUMNS, rows
 
