@@ -19,9 +19,13 @@ from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import state as state_mod
+from nvlink_placement.placement import usage
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
+from nvlink_placement.report import capacity
 from nvlink_placement.topology import loader
+from nvlink_placement.topology import model
 from tests.functional import base
 from tests.functional import cli
 from tests import novalike
@@ -172,6 +176,38 @@ class TestReshapedFlavors(_FlavorCase):
             [(3, 6), (1, 24)],
             [(len(r.hosts[0].valid), r.hosts[0].candidates)
              for r in b200_results.values()])
+
+    def test_capacity_fits_equal_verified_sets(self):
+        """capacity's ``fits`` = the valid sets flavor verify finds."""
+        def gpu(host, board, module):
+            inverse = {m: a for a, m in board.items()}
+            return self.names[host + '_' + inverse[module].upper()]
+
+        novalike.allocate(self.client, 'b0b0b0b0-0000-4000-8000-000000000001',
+                          {gpu('compute-01', novalike.BOARD1, 5): {
+                              H100_RC: 1}})
+        novalike.allocate(self.client, 'b0b0b0b0-0000-4000-8000-000000000002',
+                          {gpu('compute-02', novalike.BOARD2, m): {H100_RC: 1}
+                           for m in (1, 6)})
+        results = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                              self.generated(base.H100_TOPOLOGY, 'h100'))
+        current = state_mod.read(
+            self.client, [model.OWNER_TRAIT, state_mod.PCI_TRAIT],
+            trait_prefixes=['CUSTOM_PCI_GROUP'])
+        roots = [current.by_name[h].uuid for h in ('compute-01',
+                                                   'compute-02')]
+        rows = capacity.rows(capacity.hosts_from_state(
+            current, usage.read(self.client, current, roots), roots))
+        fits = {(row[0], row[1]): row[2] for row in rows}
+        compared = 0
+        for size in (1, 2, 4, 8):
+            for host in results['gpu.h100.%dx' % size].hosts:
+                self.assertEqual(len(host.valid), fits[(host.host, size)],
+                                 (host.host, size))
+                compared += 1
+        self.assertEqual(8, compared)
+        self.assertEqual((2, 0), (fits[('compute-01', 2)] - 1,
+                                  fits[('compute-02', 4)]))
 
     def test_same_subtree_without_resourceless_group_is_caught(self):
         wrong = {'name': 'wrong.2x', 'vcpus': 32, 'ram': 262144, 'disk': 100,
