@@ -257,20 +257,24 @@ def main(argv=None):
     for n in args.hosts:
         print('measuring %d hosts ...' % n, file=sys.stderr)
         rows.append(measure(n, args))
+        report(rows[-1:], args, file=sys.stderr)     # progress
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump(rows, f, indent=2)
     shutil.rmtree(tmp, ignore_errors=True)
     report(rows, args)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(rows, f, indent=2)
 
 
-def report(rows, args):
+def report(rows, args, file=None):
+    def out(*text):
+        print(*text, file=file or sys.stdout)
+
     backend = ('PostgreSQL, gunicorn 2 workers' if args.postgres
                else 'SQLite, gunicorn 1 worker 1 thread')
-    print('Machine: %s, %d CPUs, Python %s; Placement: %s; client workers: '
-          '%d' % (platform.platform(), os.cpu_count(),
-                  platform.python_version(), backend, args.workers))
-    print()
+    out('Machine: %s, %d CPUs, Python %s; Placement: %s; client workers: '
+        '%d' % (platform.platform(), os.cpu_count(),
+                platform.python_version(), backend, args.workers))
+    out()
     header = ('hosts', 'operation', 'wall s', 'per host ms', 'requests',
               'actions')
     lines = []
@@ -289,23 +293,23 @@ def report(rows, args):
     widths = [max(len(h), *(len(line[i]) for line in lines))
               for i, h in enumerate(header)]
     rule = '  '.join('=' * w for w in widths)
-    print(rule)
-    print('  '.join(h.ljust(w) for h, w in zip(header, widths)))
-    print(rule)
+    out(rule)
+    out('  '.join(h.ljust(w) for h, w in zip(header, widths)))
+    out(rule)
     for line in lines:
-        print('  '.join(c.ljust(w) for c, w in zip(line, widths)))
-    print(rule)
-    print()
+        out('  '.join(c.ljust(w) for c, w in zip(line, widths)))
+    out(rule)
+    out()
     for row in rows:
         ratio = row['reshape'][0] / row['floor_s']
-        print('%d hosts: reshape / server floor = %.2f; seeding took %.1f s'
-              % (row['hosts'], ratio, row['seed_s']))
+        out('%d hosts: reshape / server floor = %.2f; seeding took %.1f s'
+            % (row['hosts'], ratio, row['seed_s']))
         if 'osc' in row:
             per_host, calls = row['osc']
             ours = row['reshape'][0] / row['hosts']
-            print('osc-placement sequence: %.1f s per host (%.0f CLI calls);'
-                  ' nvlink reshape: %.3f s per host; ratio %.0fx'
-                  % (per_host, calls, ours, per_host / ours))
+            out('osc-placement sequence: %.1f s per host (%.0f CLI calls);'
+                ' nvlink reshape: %.3f s per host; ratio %.0fx'
+                % (per_host, calls, ours, per_host / ours))
 
 
 if __name__ == '__main__':
