@@ -33,7 +33,7 @@ class PlanError(NvlinkError):
     def __init__(self, problems):
         self.problems = list(problems)
         super().__init__(
-            'refusing to write anything, the plan is invalid:\n' +
+            'the plan is invalid; nothing was written:\n' +
             '\n'.join('  - %s' % p for p in self.problems))
 
 

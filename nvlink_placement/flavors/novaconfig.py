@@ -123,7 +123,10 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     spec = {'vendor_id': vendor, 'product_id': product}
     if rc:
         spec['resource_class'] = rc
-    alias_spec = dict({'name': alias, 'device_type': 'type-PCI'}, **spec)
+    # No device_type: Nova then matches any (nova/pci/request.py). A GPU
+    # with SR-IOV capability (Hopper on, for vGPU) is type-PF, older ones
+    # type-PCI; a wrong type would match no GPU at all.
+    alias_spec = dict({'name': alias}, **spec)
     rows = [
         Setting(COMPUTE, 'pci', 'device_spec', json.dumps(spec),
                 'the GPUs Nova may pass through; Placement resource class '

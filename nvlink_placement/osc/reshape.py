@@ -73,6 +73,13 @@ class _PlanCommand(command.Lister):
                 if tracker.bar is not None:
                     tracker.bar.close()
         shown = result.written() if result.applied else result.actions
+        if not result.actions:
+            self.app.stderr.write('nothing to do: Placement already matches\n')
+        elif (parsed_args.snapshot and not parsed_args.dry_run and
+                not parsed_args.save_snapshot):
+            self.app.stderr.write('applied to the embedded Placement only; '
+                                  'add --save-snapshot OUT to keep the '
+                                  'result\n')
         for failure in result.failures:
             LOG.error('%s: failed after %d writes: %s', failure.host,
                       failure.done, failure.error)
@@ -178,6 +185,9 @@ class Check(_PlanCommand):
                              more_hosts=unknown if parsed_args.all else None)
         rows = [a.check_row() for a in result.actions + result.findings]
         self.exit_code = 2 if rows else 0
+        if not rows:
+            self.app.stderr.write('in sync: Placement matches the '
+                                  'topology\n')
         return act.CHECK_COLUMNS, rows
 
 

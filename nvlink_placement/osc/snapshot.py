@@ -10,7 +10,8 @@ class Snapshot(command.Command):
     """Export compute node trees from Placement into a snapshot file.
 
     Read only. Exports the trees of the given hosts, or of every tree that
-    holds a Nova PCI provider (trait COMPUTE_MANAGED_PCI_DEVICE), with
+    holds a Nova PCI provider (any provider with the trait
+    COMPUTE_MANAGED_PCI_DEVICE), with
     inventories, traits and the allocations on them. The file feeds
     --snapshot of the other commands.
     """

@@ -10,6 +10,8 @@ collected and raised together as one
 the key path, e.g. ``hosts.compute-01.gpus["0000:19:00.0"]``.
 """
 
+import copy
+import difflib
 import json
 import os
 import re
@@ -59,6 +61,15 @@ def _construct_mapping(loader, node, deep=False):
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
+# YAML 1.1 reads an unquoted 0000:19:00.0 as a base-60 float (1140.0).
+# PCI addresses are strings: this resolver runs before the number ones.
+_PCI_LIKE = re.compile(r'^[0-9a-fA-F]+(?::[0-9a-fA-F]+){1,2}\.[0-7]$')
+for _digit in '0123456789':
+    _UniqueKeyLoader.add_implicit_resolver('tag:yaml.org,2002:str',
+                                           _PCI_LIKE, [_digit])
+    _resolvers = _UniqueKeyLoader.yaml_implicit_resolvers[_digit]
+    _resolvers.insert(0, _resolvers.pop())
+
 
 def _reject_duplicates(pairs):
     keys = [k for k, _ in pairs]
@@ -94,7 +105,8 @@ def read_document(path):
         raise errors.TopologyError([(path, 'invalid YAML: %s' % exc)])
 
 
-def _schema_problems(document, validator_schema):
+def _schema_errors(document, validator_schema):
+    """Schema problems as ``(key path parts, message, is_unknown_key)``."""
     validator = jsonschema.Draft202012Validator(validator_schema)
     problems = []
     for error in validator.iter_errors(document):
@@ -103,7 +115,9 @@ def _schema_problems(document, validator_schema):
                 isinstance(error.instance, dict)):
             known = set(error.schema.get('properties', {}))
             for key in sorted(set(error.instance) - known, key=str):
-                problems.append((keypath(where + [key]), 'unknown key'))
+                close = difflib.get_close_matches(str(key), sorted(known), 1)
+                problems.append((where + [key], 'unknown key' + (
+                    ' (did you mean %r?)' % close[0] if close else ''), True))
             continue
         if error.validator == 'oneOf':
             message = _one_of_message(error)
@@ -112,9 +126,38 @@ def _schema_problems(document, validator_schema):
                        'version 1)' % (error.instance,))
         else:
             message = error.message
-        problems.append((keypath(where), message))
-    problems.sort(key=lambda p: p[0])
+        problems.append((where, message, False))
+    problems.sort(key=lambda p: keypath(p[0]))
     return problems
+
+
+def _schema_problems(document, validator_schema):
+    return [(keypath(parts), message)
+            for parts, message, _ in _schema_errors(document,
+                                                    validator_schema)]
+
+
+def _accepted_part(document, found):
+    """The part of ``document`` the schema accepted, or None.
+
+    Unknown keys are dropped and hosts with other schema errors left out,
+    so the semantic checks still run on everything else and one run
+    reports every problem. None when the problems are not confined to
+    hosts (the version, boards, the document's shape).
+    """
+    blocking = [parts for parts, _, unknown in found if not unknown]
+    if any(len(parts) < 2 or parts[0] != 'hosts' for parts in blocking):
+        return None
+    accepted = copy.deepcopy(document)
+    for parts, _, unknown in found:
+        if unknown:
+            node = accepted
+            for part in parts[:-1]:
+                node = node[part]
+            node.pop(parts[-1], None)
+    for host in {parts[1] for parts in blocking}:
+        accepted['hosts'].pop(host, None)
+    return accepted
 
 
 def _one_of_message(error):
@@ -164,14 +207,17 @@ def parse(document, source='<topology>'):
 
     ``gpus_file`` paths are relative to the directory of ``source``.
     """
-    problems = [('%s: %s' % (source, where) if where else source, msg)
-                for where, msg in _schema_problems(document, schema.TOPOLOGY)]
-    if problems:
-        raise errors.TopologyError(problems)
+    found = _schema_errors(document, schema.TOPOLOGY)
+    problems = [('%s: %s' % (source, keypath(parts)) if parts else source,
+                 message) for parts, message, _ in found]
+    if found:
+        document = _accepted_part(document, found)
+        if document is None:
+            raise errors.TopologyError(problems)
     checker = _Checker(source)
     topology = checker.build(document)
-    if checker.problems:
-        raise errors.TopologyError(checker.problems)
+    if problems or checker.problems:
+        raise errors.TopologyError(problems + checker.problems)
     return topology
 
 

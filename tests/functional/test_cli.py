@@ -141,6 +141,7 @@ class TestReshapeCommands(base.BaseTestCase):
         result = cli.run(self, 'nvlink', 'reshape', '--topology', topo,
                          '--snapshot', fbase.H100_SNAPSHOT)
         self.assertEqual(1, result.code)
-        self.assertIn('refusing to write anything', result.stderr)
+        self.assertIn('the plan is invalid; nothing was written',
+                      result.stderr)
         self.assertIn("no compute node resource provider named "
                       "'compute-09'", result.stderr)

@@ -384,7 +384,7 @@ class TestCli(oslo_base.BaseTestCase):
         self.assertEqual(0, code)
         for line in (
                 'device_spec = {"vendor_id": "10de", "product_id": "2901"}',
-                'alias = {"name": "b200", "device_type": "type-PCI", '
+                'alias = {"name": "b200", '
                 '"vendor_id": "10de", "product_id": "2901"}',
                 'pci_in_placement = True',
                 'optimize_for_wide_provider_trees = True',

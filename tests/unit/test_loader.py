@@ -97,7 +97,11 @@ class TestLoader(base.BaseTestCase):
         found = self.problems('version: 1\nfoo: 1\nhosts:\n  c1:\n'
                               '    board: hgx-h100-8gpu\n    gpu: {}\n')
         self.assertEqual([('F: foo', 'unknown key'),
-                          ('F: hosts.c1.gpu', 'unknown key')], found)
+                          ('F: hosts.c1.gpu',
+                           "unknown key (did you mean 'gpus'?)"),
+                          ('F: hosts.c1', 'a host with a board needs gpus '
+                           'or gpus_file (PCI address -> module id)')],
+                         found)
 
     def test_version(self):
         found = self.problems('version: 2\nhosts: {}\n')
@@ -232,3 +236,32 @@ class TestLoader(base.BaseTestCase):
             [('compute-01_nvlink-group-of-2-a', (1, 3)),
              ('compute-01_nvlink-group-of-2-b', (2, 4))],
             sorted((g.name, tuple(sorted(g.modules))) for g in host.groups))
+
+    def test_unquoted_addresses_stay_addresses(self):
+        # YAML 1.1 would read 0000:19:00.0 as the base-60 float 1140.0.
+        text = H100.replace('"0000:19:00.0"', '0000:19:00.0').replace(
+            '"0000:5d:00.0"', '0000:5d:00.0')
+        host = loader.load(self.write(text)).hosts['compute-01']
+        self.assertEqual(2, host.gpus['0000:19:00.0'].module_id)
+        groups = loader.load(self.write(
+            'version: 1\nhosts:\n  h:\n    groups:\n'
+            '      - [0000:17:00.0, 0000:31:00.0]\n'
+            '      - [0000:45:00.0, 0000:46:00.0]\n')).hosts['h'].groups
+        self.assertEqual(('0000:17:00.0', '0000:31:00.0'), groups[0].members)
+
+    def test_one_run_reports_every_problem(self):
+        text = ('version: 1\nfoo: 1\nhosts:\n'
+                '  bad-type:\n    gpus: [1, 2]\n'
+                '  c1:\n    bord: x\n    board: hgx-h100-8gpu\n'
+                '    gpus:\n      "0000:19:00.0": 9\n'
+                '      "0000:3b:00.0": 4\n      "0000:4c:00.0": 4\n')
+        found = self.problems(text)
+        self.assertEqual(
+            [('F: foo', 'unknown key'),
+             ('F: hosts.bad-type.gpus', "[1, 2] is not of type 'object'"),
+             ('F: hosts.c1.bord', "unknown key (did you mean 'board'?)"),
+             ('F: hosts.c1.gpus["0000:19:00.0"]',
+              'module id 9 is not on board hgx-h100-8gpu (module ids 1, 2, '
+              '3, 4, 5, 6, 7, 8)'),
+             ('F: hosts.c1.gpus["0000:4c:00.0"]',
+              'module id 4 is also given to 0000:3b:00.0')], found)

@@ -31,7 +31,7 @@ class TestSettings(base.BaseTestCase):
              '{"vendor_id": "10de", "product_id": "2330"}'),
             ('nova-compute', 'pci', 'report_in_placement', 'True'),
             ('nova-api, nova-compute', 'pci', 'alias',
-             '{"name": "h100", "device_type": "type-PCI", '
+             '{"name": "h100", '
              '"vendor_id": "10de", "product_id": "2330"}'),
             ('nova-api, nova-scheduler, nova-conductor', 'filter_scheduler',
              'pci_in_placement', 'True'),
@@ -79,7 +79,7 @@ class TestSettings(base.BaseTestCase):
         self.assertEqual(
             ['{"vendor_id": "10de", "product_id": "2330", '
              '"resource_class": "CUSTOM_H100_SXM"}',
-             '{"name": "h100", "device_type": "type-PCI", "vendor_id": '
+             '{"name": "h100", "vendor_id": '
              '"10de", "product_id": "2330", "resource_class": '
              '"CUSTOM_H100_SXM"}'],
             [s.value for s in settings
