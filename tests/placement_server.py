@@ -66,8 +66,18 @@ class PlacementServer(object):
                 'connection = sqlite:///%s' % os.path.join(
                     self.dir, 'placement.db'),
                 'connection = %s' % self.connection)
-        with open(os.path.join(self.dir, 'placement.conf'), 'w') as f:
+        if self.workers > 1:
+            # Workers would race to create the schema: do it once first.
+            config = config.replace('sync_on_startup = True',
+                                    'sync_on_startup = False')
+        conf_path = os.path.join(self.dir, 'placement.conf')
+        with open(conf_path, 'w') as f:
             f.write(config)
+        if self.workers > 1:
+            subprocess.run([os.path.join(os.path.dirname(sys.executable),
+                                         'placement-manage'),
+                            '--config-file', conf_path, 'db', 'sync'],
+                           check=True, capture_output=True)
         port = free_port()
         self.url = 'http://127.0.0.1:%d' % port
         env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self.dir)
