@@ -26,10 +26,7 @@ class TestInspectMergeReshape(base.BaseTestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.useFixture(fixtures.MonkeyPatch(
-            'nvlink_placement.discovery.module_ids.DEFAULT_MAPPING_FILE',
-            os.path.join(self.tmp, 'absent.json')))
+        self.tmp = self.useFixture(helpers.HostTempDir()).path
 
     def path(self, name):
         return os.path.join(self.tmp, name)

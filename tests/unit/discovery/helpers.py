@@ -47,6 +47,20 @@ H100_GROUPS = [modules(1, 2, 3, 4), modules(2, 4), modules(1, 3),
                modules(5, 6, 7, 8), modules(6, 8), modules(5, 7)]
 
 
+class HostTempDir(fixtures.Fixture):
+    """A temp dir, with the default FM mapping file pointed into it.
+
+    So no test reads ``/run/nvidia-fabricmanager/...`` of the machine it
+    runs on. :ivar path: the directory.
+    """
+
+    def _setUp(self):
+        self.path = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MonkeyPatch(
+            'nvlink_placement.discovery.module_ids.DEFAULT_MAPPING_FILE',
+            os.path.join(self.path, 'absent.json')))
+
+
 def fixture_path(*parts):
     return os.path.join(FIXTURES, *parts)
 

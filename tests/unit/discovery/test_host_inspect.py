@@ -45,10 +45,7 @@ class HostInspectTest(base.BaseTestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.useFixture(fixtures.MonkeyPatch(
-            'nvlink_placement.discovery.module_ids.DEFAULT_MAPPING_FILE',
-            os.path.join(self.tmp, 'absent.json')))
+        self.tmp = self.useFixture(helpers.HostTempDir()).path
 
     def write(self, name, text):
         path = os.path.join(self.tmp, name)

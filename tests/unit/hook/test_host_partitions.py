@@ -28,10 +28,7 @@ class PartitionsTest(base.BaseTestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.useFixture(fixtures.MonkeyPatch(
-            'nvlink_placement.discovery.module_ids.DEFAULT_MAPPING_FILE',
-            os.path.join(self.tmp, 'absent.json')))
+        self.tmp = self.useFixture(helpers.HostTempDir()).path
         self.mapping = os.path.join(self.tmp, 'map.json')
         with open(self.mapping, 'w') as handle:
             json.dump({'00000000:%s' % a[5:].upper(): m
