@@ -2,7 +2,6 @@
 
 from osc_lib.command import command
 
-from nvlink_placement import errors
 from nvlink_placement.osc import common
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.placement import usage
@@ -21,18 +20,7 @@ def _read(client, hosts, prefix):
     state = state_mod.read(client, [model.OWNER_TRAIT, state_mod.PCI_TRAIT],
                            trait_prefixes=[prefix,
                                            reservation.MARKER_PREFIX])
-    if hosts:
-        roots = []
-        for name in hosts:
-            rp = state.by_name.get(name)
-            if rp is None or rp.parent_uuid:
-                raise errors.NvlinkError('no compute node resource provider '
-                                         'named %r' % name)
-            roots.append(rp.uuid)
-    else:
-        roots = sorted({p.root_uuid for p in state.by_uuid.values()
-                        if state_mod.PCI_TRAIT in p.traits},
-                       key=lambda u: state.by_uuid[u].name)
+    roots = state.select_roots(hosts)
     return state, roots, usage.read(client, state, roots)
 
 

@@ -207,17 +207,7 @@ def export(client, hosts=None):
     :raises NvlinkError: for an unknown host.
     """
     current = state_mod.read(client, [state_mod.PCI_TRAIT])
-    if hosts:
-        roots = []
-        for name in hosts:
-            rp = current.by_name.get(name)
-            if rp is None or rp.parent_uuid:
-                raise errors.NvlinkError(
-                    'no compute node resource provider named %r' % name)
-            roots.append(rp.uuid)
-    else:
-        roots = sorted({p.root_uuid for p in current.by_uuid.values()
-                        if state_mod.PCI_TRAIT in p.traits})
+    roots = current.select_roots(hosts)
     selected = [p for root in roots for p in current.tree(root)]
     selected.sort(key=lambda p: (current.depth(p), p.name))
     providers = []

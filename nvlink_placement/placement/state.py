@@ -11,6 +11,8 @@ import dataclasses
 import typing
 import urllib.parse
 
+from nvlink_placement import errors
+
 
 PCI_TRAIT = 'COMPUTE_MANAGED_PCI_DEVICE'
 READ_VERSION = '1.14'
@@ -53,6 +55,33 @@ class State(object):
     def tree(self, root_uuid):
         """All providers whose root is ``root_uuid``."""
         return [p for p in self.by_uuid.values() if p.root_uuid == root_uuid]
+
+    def roots_with(self, trait):
+        """UUIDs of the roots whose tree holds an RP with ``trait``.
+
+        ``trait`` must have been read; sorted by root name.
+        """
+        roots = {p.root_uuid for p in self.by_uuid.values()
+                 if trait in p.traits and p.root_uuid in self.by_uuid}
+        return sorted(roots, key=lambda u: self.by_uuid[u].name)
+
+    def select_roots(self, hosts):
+        """Root UUIDs of the compute nodes ``hosts``, in that order.
+
+        Every tree holding a Nova PCI RP when ``hosts`` is empty.
+
+        :raises NvlinkError: for a name that is not a root provider.
+        """
+        if not hosts:
+            return self.roots_with(PCI_TRAIT)
+        roots = []
+        for name in hosts:
+            rp = self.by_name.get(name)
+            if rp is None or rp.parent_uuid:
+                raise errors.NvlinkError(
+                    'no compute node resource provider named %r' % name)
+            roots.append(rp.uuid)
+        return roots
 
     def depth(self, provider):
         """Distance from the root (root = 0)."""

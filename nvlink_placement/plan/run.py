@@ -42,8 +42,7 @@ class Result:
 
 def hosts_with(state, trait):
     """Names of the root providers whose tree holds an RP with ``trait``."""
-    roots = {p.root_uuid for p in state.by_uuid.values() if trait in p.traits}
-    return sorted(state.by_uuid[u].name for u in roots if u in state.by_uuid)
+    return [state.by_uuid[u].name for u in state.roots_with(trait)]
 
 
 def hosts_with_gpus(state):

@@ -10,6 +10,7 @@ smaller instances fragment it.
 import dataclasses
 
 from nvlink_placement.placement import usage
+from nvlink_placement.topology import model
 
 COLUMNS = ('host', 'size', 'fits', 'free_gpus', 'used_gpus',
            'reserved_gpus', 'broken_domains')
@@ -77,7 +78,6 @@ def hosts_from_state(state, uses, roots, topology=None):
     :param uses: dict RP uuid -> :class:`nvlink_placement.placement.usage.
         GpuUse` for the PCI RPs.
     """
-    from nvlink_placement.topology import model
     hosts = []
     for root in roots:
         cn = state.by_uuid[root]

@@ -69,7 +69,7 @@ class PlacementTestCase(base.BaseTestCase):
 
     def gpu_sets(self, body, rc=novalike.GPU_RC):
         """Allocation requests as a set of frozensets of RP names."""
-        by_uuid = {u: p for u, p in self._names_by_uuid().items()}
+        by_uuid = self._names_by_uuid()
         result = set()
         for request in body['allocation_requests']:
             result.add(frozenset(
@@ -78,12 +78,13 @@ class PlacementTestCase(base.BaseTestCase):
         return result
 
     def _names_by_uuid(self):
-        body = self.client.get('/resource_providers')
-        return {rp['uuid']: rp['name'] for rp in body['resource_providers']}
+        body = self.client.get('/resource_providers')['resource_providers']
+        self._parent_of = {rp['uuid']: rp['parent_provider_uuid']
+                           for rp in body}
+        return {rp['uuid']: rp['name'] for rp in body}
 
     def parents(self):
         """dict RP name -> parent RP name (None for roots)."""
-        body = self.client.get('/resource_providers')
-        names = {rp['uuid']: rp['name'] for rp in body['resource_providers']}
-        return {rp['name']: names.get(rp['parent_provider_uuid'])
-                for rp in body['resource_providers']}
+        names = self._names_by_uuid()
+        return {name: names.get(self._parent_of[uuid])
+                for uuid, name in names.items()}
