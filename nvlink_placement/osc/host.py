@@ -1,14 +1,14 @@
 """``openstack nvlink host inspect|partitions``: host-side commands.
 
 No logic here: the options and the work of ``inspect`` live in
-:mod:`nvlink_placement.cmd.host_inspect`, the partition table in
+:mod:`nvlink_placement.discovery.options`, the partition table in
 :mod:`nvlink_placement.hook.fabric` and :mod:`nvlink_placement.hook.
 partitions`.
 """
 
 from osc_lib.command import command
 
-from nvlink_placement.cmd import host_inspect
+from nvlink_placement.discovery import options
 from nvlink_placement.hook import fabric
 from nvlink_placement.hook import partitions
 from nvlink_placement.osc import common
@@ -24,10 +24,10 @@ class HostInspect(command.Command):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        return host_inspect.add_arguments(parser)
+        return options.add_arguments(parser)
 
     def take_action(self, parsed_args):
-        host_inspect.execute(parsed_args, self.app.stdout)
+        options.execute(parsed_args, self.app.stdout)
 
 
 class HostPartitions(command.Lister):
@@ -44,7 +44,7 @@ class HostPartitions(command.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        host_inspect.add_fm_arguments(parser, no_fm=False)
+        options.add_fm_arguments(parser, no_fm=False)
         return parser
 
     def take_action(self, parsed_args):

@@ -3,9 +3,9 @@
 from osc_lib.command import command
 
 from nvlink_placement.osc import common
+from nvlink_placement.placement import naming
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.placement import usage
-from nvlink_placement.plan import reservation
 from nvlink_placement.report import capacity
 from nvlink_placement.report import tree
 from nvlink_placement.topology import loader
@@ -17,9 +17,9 @@ def _read(client, hosts, prefix):
 
     All trees holding PCI RPs are selected when ``hosts`` is empty.
     """
-    state = state_mod.read(client, [model.OWNER_TRAIT, state_mod.PCI_TRAIT],
+    state = state_mod.read(client, [naming.OWNER_TRAIT, naming.PCI_TRAIT],
                            trait_prefixes=[prefix,
-                                           reservation.MARKER_PREFIX])
+                                           naming.MARKER_PREFIX])
     roots = state.select_roots(hosts)
     return state, roots, usage.read(client, state, roots)
 

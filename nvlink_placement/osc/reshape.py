@@ -7,6 +7,7 @@ from osc_lib.command import command
 from nvlink_placement import errors
 from nvlink_placement.osc import common
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.placement import naming
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
@@ -146,7 +147,7 @@ class Flatten(_PlanCommand):
 
         def owned(state, names):
             return [desired.flat(name) for name in
-                    run.hosts_with(state, desired.OWNER_TRAIT)
+                    run.hosts_with(state, naming.OWNER_TRAIT)
                     if name not in names]
         return self.apply(parsed_args, hosts,
                           more_hosts=owned if parsed_args.all else None)

@@ -13,6 +13,7 @@ import urllib.parse
 import jsonschema
 
 from nvlink_placement import errors
+from nvlink_placement.placement import naming
 from nvlink_placement.placement import state as state_mod
 
 FORMAT = 'nvlink-placement-snapshot'
@@ -206,7 +207,7 @@ def export(client, hosts=None):
     :returns: snapshot dict (parents before children).
     :raises NvlinkError: for an unknown host.
     """
-    current = state_mod.read(client, [state_mod.PCI_TRAIT])
+    current = state_mod.read(client, [naming.PCI_TRAIT])
     roots = current.select_roots(hosts)
     selected = [p for root in roots for p in current.tree(root)]
     selected.sort(key=lambda p: (current.depth(p), p.name))

@@ -12,9 +12,9 @@ import typing
 import urllib.parse
 
 from nvlink_placement import errors
+from nvlink_placement.placement import naming
 
 
-PCI_TRAIT = 'COMPUTE_MANAGED_PCI_DEVICE'
 READ_VERSION = '1.14'
 
 
@@ -73,7 +73,7 @@ class State(object):
         :raises NvlinkError: for a name that is not a root provider.
         """
         if not hosts:
-            return self.roots_with(PCI_TRAIT)
+            return self.roots_with(naming.PCI_TRAIT)
         roots = []
         for name in hosts:
             rp = self.by_name.get(name)

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from nvlink_placement.placement import state as state_mod
+from nvlink_placement.placement import naming
 
 FREE = 'free'
 USED = 'used'
@@ -45,7 +45,7 @@ def read(client, state, root_uuids):
     result = {}
     for root in root_uuids:
         for rp in state.tree(root):
-            if state_mod.PCI_TRAIT not in rp.traits:
+            if naming.PCI_TRAIT not in rp.traits:
                 continue
             inv = client.get('/resource_providers/%s/inventories'
                              % rp.uuid)['inventories']

@@ -3,10 +3,6 @@
 import dataclasses
 import typing
 
-from nvlink_placement.topology import model
-
-OWNER_TRAIT = model.OWNER_TRAIT
-
 
 @dataclasses.dataclass(frozen=True)
 class DesiredGroup:

@@ -140,7 +140,7 @@ class _HostRunner(object):
 
         Reserve: marker first, then reserved = total. Release: reserved = 0
         first, then drop the marker. A crash in between leaves a state the
-        next plan finishes (see plan/reservation.py).
+        next plan finishes (see placement/naming.py).
         """
         uuid = action.uuid or self.uuids[action.provider]
         carrier = self.uuids[action.marker_provider]

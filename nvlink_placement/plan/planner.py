@@ -17,12 +17,11 @@ interrupted between ``create-provider`` and ``set-traits`` leaves).
 import dataclasses
 
 from nvlink_placement import errors
+from nvlink_placement.placement import naming
 from nvlink_placement.plan import actions as act
-from nvlink_placement.plan import desired as desired_mod
-from nvlink_placement.plan import reservation
 from nvlink_placement.topology import pci
 
-OWNER = desired_mod.OWNER_TRAIT
+OWNER = naming.OWNER_TRAIT
 
 
 @dataclasses.dataclass
@@ -60,7 +59,7 @@ def markers(state):
             continue
         root = state.by_uuid.get(provider.root_uuid)
         for trait in provider.traits:
-            address = reservation.address_of(trait)
+            address = naming.address_of(trait)
             if address and root is not None:
                 found['%s_%s' % (root.name, address.upper())] = provider.uuid
     return found
@@ -265,7 +264,7 @@ class _HostPlanner(object):
                 return []
             if full and carrier is not None:
                 return []
-            marker = reservation.marker(address)
+            marker = naming.marker(address)
             holder = (self.state.by_uuid[carrier].name if carrier
                       else gpu.parent)
             return [self.action(
@@ -281,7 +280,7 @@ class _HostPlanner(object):
             detail='release (reserved by this tool, GPU no longer unhealthy)'
             if gpu is not None else 'release (reserved by this tool)',
             uuid=rp.uuid, drift=act.STALE_RESERVATION, reserve=False,
-            marker=reservation.marker(address),
+            marker=naming.marker(address),
             marker_provider=self.state.by_uuid[carrier].name)]
 
     def obsolete(self):

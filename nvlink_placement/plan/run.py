@@ -3,10 +3,10 @@
 import dataclasses
 
 from nvlink_placement.placement import client as pc
+from nvlink_placement.placement import naming
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
-from nvlink_placement.plan import reservation
 from nvlink_placement.topology import pci
 
 
@@ -66,7 +66,7 @@ def read_and_plan(client, desired_hosts, more_hosts=None):
     :raises PlanError: the plan is invalid; nothing was written.
     """
     current = state_mod.read(client, planner.traits_to_query(desired_hosts),
-                             trait_prefixes=[reservation.MARKER_PREFIX],
+                             trait_prefixes=[naming.MARKER_PREFIX],
                              version=pc.WRITE_VERSION)
     if more_hosts is not None:
         desired_hosts = desired_hosts + more_hosts(

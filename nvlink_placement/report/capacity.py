@@ -9,8 +9,8 @@ smaller instances fragment it.
 
 import dataclasses
 
+from nvlink_placement.placement import naming
 from nvlink_placement.placement import usage
-from nvlink_placement.topology import model
 
 COLUMNS = ('host', 'size', 'fits', 'free_gpus', 'used_gpus',
            'reserved_gpus', 'broken_domains')
@@ -93,7 +93,7 @@ def hosts_from_state(state, uses, roots, topology=None):
         else:
             for group in state.tree(root):
                 size = group_size(group.name)
-                if model.OWNER_TRAIT not in group.traits or size is None:
+                if naming.OWNER_TRAIT not in group.traits or size is None:
                     continue
                 below = frozenset(p.name for p in gpus.values()
                                   if _descends(state, p, group.uuid))

@@ -1,9 +1,7 @@
 """Draw resource provider trees: indented text or Graphviz DOT."""
 
-from nvlink_placement.placement import state as state_mod
+from nvlink_placement.placement import naming
 from nvlink_placement.placement import usage
-from nvlink_placement.plan import reservation
-from nvlink_placement.topology import model
 
 _MARKS = {usage.FREE: 'free', usage.USED: 'USED', usage.RESERVED: 'RESERVED'}
 
@@ -12,8 +10,8 @@ def _label(state, provider, uses, modules):
     """``name [traits] address module N status`` for one RP."""
     parts = [provider.name]
     shown = sorted(t for t in provider.traits
-                   if t not in (model.OWNER_TRAIT, state_mod.PCI_TRAIT) and
-                   not t.startswith(reservation.MARKER_PREFIX))
+                   if t not in (naming.OWNER_TRAIT, naming.PCI_TRAIT) and
+                   not t.startswith(naming.MARKER_PREFIX))
     if shown:
         parts.append('[%s]' % ', '.join(shown))
     if provider.uuid in uses:

@@ -10,7 +10,6 @@ import typing
 from nvlink_placement.topology import pci
 
 DEFAULT_TRAIT_PREFIX = 'CUSTOM_PCI_GROUP'
-OWNER_TRAIT = 'CUSTOM_OWNER_NVLINK_PLACEMENT'
 # Placement limits (placement/schemas/resource_provider.py, trait.py).
 MAX_PROVIDER_NAME = 200
 MAX_TRAIT_NAME = 255

@@ -18,6 +18,7 @@ from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import embedded
+from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.placement import usage
@@ -25,7 +26,6 @@ from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
 from nvlink_placement.report import capacity
 from nvlink_placement.topology import loader
-from nvlink_placement.topology import model
 from tests.functional import base
 from tests.functional import cli
 from tests import novalike
@@ -192,7 +192,7 @@ class TestReshapedFlavors(_FlavorCase):
         results = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
                               self.generated(base.H100_TOPOLOGY, 'h100'))
         current = state_mod.read(
-            self.client, [model.OWNER_TRAIT, state_mod.PCI_TRAIT],
+            self.client, [naming.OWNER_TRAIT, naming.PCI_TRAIT],
             trait_prefixes=['CUSTOM_PCI_GROUP'])
         roots = [current.by_name[h].uuid for h in ('compute-01',
                                                    'compute-02')]
