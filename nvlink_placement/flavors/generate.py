@@ -105,34 +105,27 @@ class Generated:
 
 def usable_gpus(host):
     """Addresses of the GPUs of ``host`` not excluded from NVLink groups."""
-    return [a for a, gpu in host.gpus.items() if not gpu.excluded]
+    return host.usable()
 
 
 def domains(host, size):
-    """The NVLink domains of ``size`` GPUs on ``host``.
+    """The fixed NVLink domains of ``size`` GPUs on ``host``.
 
-    A domain is a group of that nominal size with all its GPUs, a single
-    usable GPU for size 1, or every usable GPU of the host when that is
-    the size (the whole board, partition 0 on NVSwitch boards).
-
-    :returns: dict frozenset of addresses -> label (the group RP name, the
-        address for size 1, ``<host> (whole host)``).
+    See :meth:`nvlink_placement.topology.model.Host.fixed_domains`; any
+    ``size`` GPUs of a mesh are domains too
+    (:meth:`~nvlink_placement.topology.model.Host.meshes`).
     """
-    usable = usable_gpus(host)
-    found = {}
-    if size == 1:
-        found.update({frozenset([a]): a for a in usable})
-    for group in host.groups:
-        if group.size == size and len(group.members) == size:
-            found[frozenset(group.members)] = group.name
-    if len(usable) == size:
-        found.setdefault(frozenset(usable), '%s (whole host)' % host.name)
-    return found
+    return host.fixed_domains(size)
 
 
 def domain_sizes(hosts):
-    """Sorted nominal sizes of the group resource providers of ``hosts``."""
-    return sorted({g.size for h in hosts for g in h.groups})
+    """Sorted sizes whose traits group resource providers of ``hosts`` carry.
+
+    A mesh's size equal to its host's GPU count is left out: that is the
+    whole-host flavor, which needs no subtree (DESIGN.md section 5).
+    """
+    return sorted({n for h in hosts for g in h.groups for n in g.sizes
+                   if not g.mesh or n < len(h.gpus)})
 
 
 def whole_host_sizes(hosts):
@@ -314,7 +307,7 @@ def _notes(hosts, kinds):
         if kind != DOMAIN:
             continue
         left_out = [h.name for h in hosts
-                    if not any(g.size == size for g in h.groups) and
+                    if not any(g.serves(size) for g in h.groups) and
                     len(usable_gpus(h)) >= size]
         if left_out:
             notes.append(

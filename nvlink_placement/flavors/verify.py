@@ -8,17 +8,19 @@ judges each allocation request:
   host, a host of the topology, one unit on each of ``size`` distinct
   GPUs the topology knows and has not excluded;
 - each GPU was free before (``provider_summaries``: capacity - used);
-- the set is exactly one NVLink domain of the flavor's size: a group of
-  that nominal size with all its GPUs, a single GPU for size 1, or every
-  usable GPU of the host when that is the size (the whole board).
+- the set is one NVLink domain of the flavor's size: a group of that
+  nominal size with all its GPUs, any ``size`` GPUs of a mesh serving
+  that size, a single GPU for size 1, or every usable GPU of the host when
+  that is the size (the whole board).
 
 It also lists the *missing* domains: domains whose GPUs are all free (a
 ``GET /resource_providers?resources=<RC>:1`` answer) on a compute node
-with room for the unsuffixed resources, but that no candidate offers. A
-flavor that can never land (a tree that was not reshaped, a subtree key
-without its resourceless group) shows up there. When the answer holds
-``limit`` candidates it may be cut short, so missing domains are then
-not checked (a warning says so).
+with room for the unsuffixed resources, but that no candidate offers. For
+a mesh it does not demand every subset: the mesh is missing when it has
+``size`` free GPUs and no candidate lies inside it. A flavor that can never
+land (a tree that was not reshaped, a subtree key without its resourceless
+group) shows up there. When the answer holds ``limit`` candidates it may
+be cut short, so missing domains are then not checked (a warning says so).
 """
 
 import dataclasses
@@ -27,7 +29,6 @@ import urllib.parse
 from keystoneauth1 import exceptions as ks_exc
 
 from nvlink_placement import errors
-from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import client as pc
 from nvlink_placement.topology import pci
@@ -94,12 +95,12 @@ def _fmt(addresses):
 
 def _crossing(host, size, addresses):
     """Why ``addresses`` are not one domain of ``size`` on ``host``."""
-    if not generate.domains(host, size):
+    if not host.fixed_domains(size) and not host.meshes(size):
         return '%s has no NVLink domain of %d GPUs' % (host.name, size)
     parts = []
     for address in sorted(addresses, key=pci.address_sort_key):
         owner = [g.name for g in host.groups
-                 if g.size == size and address in g.members]
+                 if g.serves(size) and address in g.members]
         parts.append('%s in %s' % (address, owner[0] if owner else
                                    'no %d-GPU domain' % size))
     return 'not one NVLink domain of %d: %s' % (size, '; '.join(parts))
@@ -141,7 +142,7 @@ def _judge(host, size, rc, gpus, summaries, by_uuid):
             busy.append(address)
     if busy:
         return key, 'GPU(s) %s are reserved or in use' % ', '.join(busy)
-    if key not in generate.domains(host, size):
+    if host.domain_label(key, size) is None:
         return key, _crossing(host, size, key)
     return key, None
 
@@ -209,10 +210,18 @@ def check(request, hosts, body, providers, free, eligible):
         if truncated or (eligible is not None and node not in eligible):
             continue
         result = results[host.name]
-        for key, label in generate.domains(host, size).items():
-            uuids = [by_name.get(host.gpu_provider_name(a)) for a in key]
-            if all(u in free for u in uuids) and key not in result.valid:
+
+        def free_of(addresses):
+            return frozenset(a for a in addresses if by_name.get(
+                host.gpu_provider_name(a)) in free)
+        for key, label in host.fixed_domains(size).items():
+            if free_of(key) == key and key not in result.valid:
                 result.missing[key] = label
+        for members, name in host.meshes(size).items():
+            idle = free_of(members)
+            if len(idle) >= size and not any(
+                    key <= members for key in result.valid):
+                result.missing[idle] = '%s (any %d)' % (name, size)
     for result in results.values():
         problems.extend(_describe(request.flavor, result))
     return FlavorResult(request.flavor, request.display,

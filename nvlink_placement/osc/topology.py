@@ -38,8 +38,10 @@ class ShowTopology(command.Lister):
     """Show the NVLink groups a topology file defines, one row per group.
 
     ``members`` are normalized PCI addresses; ``modules`` the module ids
-    in the same order (empty where unknown). Groups that hold every GPU of
-    a host, and single GPUs, create no provider and are not listed.
+    in the same order (empty where unknown). ``trait`` lists every size
+    trait the group provider carries (several for a mesh: any N of its
+    GPUs are linked). Groups that hold every GPU of a host (unless they are
+    meshes), and single GPUs, create no provider and are not listed.
     """
 
     auth_required = False
@@ -57,7 +59,8 @@ class ShowTopology(command.Lister):
         rows = []
         for host in select_hosts(topology, parsed_args.host):
             for group in host.groups:
-                rows.append((host.name, group.name, group.size, group.trait,
+                rows.append((host.name, group.name, group.size,
+                             ','.join(group.traits),
                              common.InOrder(group.members),
                              common.InOrder(
                                  [m for m in group.modules if m is not None])))

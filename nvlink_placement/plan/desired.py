@@ -6,10 +6,14 @@ import typing
 
 @dataclasses.dataclass(frozen=True)
 class DesiredGroup:
-    """A group RP: ``parent`` is a group name or None (compute node)."""
+    """A group RP: ``parent`` is a group name or None (compute node).
+
+    :ivar traits: its size traits (one for a domain; every size it serves
+        for a mesh, e.g. ``CUSTOM_PCI_GROUP2``, ``CUSTOM_PCI_GROUP4``).
+    """
     name: str
     parent: typing.Optional[str]
-    trait: str
+    traits: tuple
     detail: str
 
 
@@ -48,7 +52,7 @@ class DesiredHost:
     @property
     def traits(self):
         """The group traits this host's tree uses."""
-        return {g.trait for g in self.groups}
+        return {t for g in self.groups for t in g.traits}
 
 
 def from_topology(host, health=True):
@@ -60,7 +64,7 @@ def from_topology(host, health=True):
     :param health: reserve unhealthy GPUs (``reshape --no-health`` passes
         False).
     """
-    groups = [DesiredGroup(g.name, g.parent, g.trait, _group_detail(g))
+    groups = [DesiredGroup(g.name, g.parent, g.traits, _group_detail(g))
               for g in host.groups]
     gpus = {}
     ignored = set()
@@ -82,7 +86,8 @@ def flat(host_name, known=True):
 
 
 def _group_detail(group):
+    traits = ','.join(group.traits)
     if all(m is not None for m in group.modules):
-        return '%s modules %s' % (group.trait, ','.join(
+        return '%s modules %s' % (traits, ','.join(
             str(m) for m in sorted(group.modules)))
-    return '%s %s' % (group.trait, ','.join(group.members))
+    return '%s %s' % (traits, ','.join(group.members))

@@ -182,9 +182,9 @@ class _HostPlanner(object):
                     group.detail, drift=act.MISSING_GROUP))
                 trait_sets.append(self.action(
                     act.SET_TRAITS, group.name,
-                    detail='+%s +%s' % (group.trait, OWNER),
+                    detail=' '.join('+' + t for t in group.traits + (OWNER,)),
                     drift=act.MISSING_GROUP,
-                    add_traits=(group.trait, OWNER)))
+                    add_traits=group.traits + (OWNER,)))
                 continue
             if existing.uuid not in self.tree:
                 self.problem('the name %r is taken by resource provider %s in'
@@ -192,10 +192,10 @@ class _HostPlanner(object):
                                                   _root_name(state, existing)))
                 continue
             self.uuid_of[group.name] = existing.uuid
-            add = tuple(t for t in (group.trait, OWNER)
+            add = tuple(t for t in group.traits + (OWNER,)
                         if t not in existing.traits)
             remove = tuple(sorted((existing.traits & self.size_traits) -
-                                  {group.trait}))
+                                  set(group.traits)))
             if add or remove:
                 trait_sets.append(self.action(
                     act.SET_TRAITS, group.name, uuid=existing.uuid,

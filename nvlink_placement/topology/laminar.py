@@ -3,7 +3,9 @@
 A family is laminar when any two sets in it are disjoint or one contains the
 other. Only laminar families map onto a resource provider tree. Fabric
 Manager tables of some boards overlap (HGX A100 cross-tray 8-GPU partitions,
-HGX-2 interleaved 8s), so we keep the largest laminar sub-family.
+HGX-2 interleaved 8s), so we keep the largest laminar sub-family. Direct
+NVLink wirings give meshes: the maximal cliques of the link graph, of which
+:func:`mesh_family` keeps a laminar family, larger meshes first.
 """
 
 import itertools
@@ -65,3 +67,62 @@ def largest_laminar_family(sets):
     dropped = sorted(set(involved) - set(keep_involved))
     kept = [i for i in range(len(sets)) if i not in dropped]
     return kept, dropped
+
+
+def cliques(nodes, edges):
+    """Maximal cliques of the graph ``(nodes, edges)``, at least 2 nodes.
+
+    Bron-Kerbosch with pivoting; graphs here have at most a few dozen
+    GPUs.
+
+    :param nodes: sequence of hashable nodes, in a meaningful order.
+    :param edges: iterable of node pairs.
+    :returns: list of tuples, members in ``nodes`` order, sorted by that
+        order.
+    """
+    position = {n: i for i, n in enumerate(nodes)}
+    near = {n: set() for n in nodes}
+    for a, b in edges:
+        if a != b:
+            near[a].add(b)
+            near[b].add(a)
+    found = []
+
+    def expand(clique, candidates, excluded):
+        if not candidates and not excluded:
+            if len(clique) > 1:
+                found.append(tuple(sorted(clique, key=position.get)))
+            return
+        pivot = max(candidates | excluded, key=lambda n: len(near[n]))
+        for node in sorted(candidates - near[pivot], key=position.get):
+            expand(clique | {node}, candidates & near[node],
+                   excluded & near[node])
+            candidates = candidates - {node}
+            excluded = excluded | {node}
+
+    expand(frozenset(), set(nodes), set())
+    return sorted(found, key=lambda c: [position[n] for n in c])
+
+
+def mesh_family(nodes, edges):
+    """Split the maximal cliques into a laminar family and the rest.
+
+    Larger cliques first (ties: the one with the earliest nodes), each kept
+    when it crosses none kept before. On a DGX-1 hybrid cube-mesh the two
+    all-to-all quads are kept and the four cross-quad pairs dropped.
+
+    :returns: ``(kept, dropped)``, lists of tuples as :func:`cliques` gives.
+    """
+    position = {n: i for i, n in enumerate(nodes)}
+
+    def key(clique):
+        return [position[n] for n in clique]
+
+    kept, dropped = [], []
+    for clique in sorted(cliques(nodes, edges),
+                         key=lambda c: (-len(c), key(c))):
+        if all(compatible(clique, other) for other in kept):
+            kept.append(clique)
+        else:
+            dropped.append(clique)
+    return sorted(kept, key=key), sorted(dropped, key=key)

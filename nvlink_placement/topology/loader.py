@@ -252,8 +252,10 @@ class _Checker(object):
             gpus = spec['gpus']
             if len(set(gpus)) != len(gpus):
                 self.problem(at + ['gpus'], 'module ids repeat')
-            groups = []
+            groups, meshes = [], []
             for i, group in enumerate(spec['groups']):
+                mesh = isinstance(group, dict) and group.get('mesh', False)
+                group = group['members'] if isinstance(group, dict) else group
                 unknown = sorted(set(group) - set(gpus))
                 if unknown:
                     self.problem(at + ['groups', i],
@@ -261,14 +263,28 @@ class _Checker(object):
                 if len(set(group)) != len(group):
                     self.problem(at + ['groups', i], 'module ids repeat')
                 groups.append(tuple(sorted(set(group))))
-            for i, j in laminar.conflicts(groups):
-                self.problem(at + ['groups', j],
-                             'group %s crosses group %d %s: NVLink groups '
-                             'must be disjoint or nested'
-                             % (list(groups[j]), i, list(groups[i])))
+                if mesh:
+                    meshes.append(groups[-1])
+            self.check_family(at + ['groups'], groups,
+                              [g in meshes for g in groups], list)
             result[name] = catalog.Board(name, tuple(gpus), tuple(groups),
-                                         (), ())
+                                         (), (), tuple(meshes))
         return result
+
+    def check_family(self, at, sets, meshes, show):
+        """Groups are laminar and no mesh holds another group."""
+        for i, j in laminar.conflicts(sets):
+            self.problem(at + [j], 'group %s crosses group %d %s: NVLink '
+                         'groups must be disjoint or nested'
+                         % (show(sets[j]), i, show(sets[i])))
+        for i, outer in enumerate(sets):
+            for j, inner in enumerate(sets):
+                if meshes[i] and i != j and set(inner) < set(outer):
+                    self.problem(at + [j], 'group %s lies inside mesh %d %s,'
+                                 ' which already makes any %d of its GPUs '
+                                 'an NVLink domain: drop the group'
+                                 % (show(inner), i, show(outer),
+                                    len(inner)))
 
     def board(self, name, boards, at):
         if name in boards:
@@ -342,8 +358,8 @@ class _Checker(object):
             domains = explicit
         excluded = {a for a, gpu in gpus.items() if gpu.excluded}
         # Excluded GPUs leave their domains; names and sizes stay nominal.
-        domains = [(tuple(a for a in d[0] if a not in excluded),) + d[1:]
-                   for d in domains]
+        domains = [d._replace(members=tuple(
+            a for a in d.members if a not in excluded)) for d in domains]
         groups = model.build_groups(name, domains, gpus, prefix)
         for group in groups:
             if len(group.name) > model.MAX_PROVIDER_NAME:
@@ -388,8 +404,10 @@ class _Checker(object):
                              src)
             else:
                 by_module[gpu.module_id] = address
-        return [(tuple(by_module[m] for m in group if m in by_module),
-                 len(group), 'board', (0, min(group)))
+        return [model.Domain(tuple(by_module[m] for m in group
+                                   if m in by_module),
+                             len(group), 'board', (0, min(group)),
+                             group in board.meshes)
                 for group in board.groups]
 
     def explicit_domains(self, name, groups, gpus):
@@ -397,9 +415,10 @@ class _Checker(object):
         domains = []
         implicit = not gpus
         for i, group in enumerate(groups):
-            source = 'file'
+            source, mesh = 'file', False
             if isinstance(group, dict):
                 source = group.get('source', 'file')
+                mesh = group.get('mesh', False)
                 members_at = at + [i, 'members']
                 group = group['members']
             else:
@@ -428,19 +447,18 @@ class _Checker(object):
             else:
                 order = (1, min((pci.address_sort_key(a) for a in members),
                                 default=()))
-            domains.append((tuple(members), len(group), source, order))
-        sets = [frozenset(d[0]) for d in domains]
-        for i, j in laminar.conflicts(sets):
-            self.problem(at + [j], 'group %s crosses group %d %s: NVLink '
-                         'groups must be disjoint or nested' % (
-                             sorted(sets[j], key=pci.address_sort_key), i,
-                             sorted(sets[i], key=pci.address_sort_key)))
+            domains.append(model.Domain(tuple(members), len(group), source,
+                                        order, mesh))
+        self.check_family(at, [frozenset(d.members) for d in domains],
+                          [d.mesh for d in domains],
+                          lambda s: sorted(s, key=pci.address_sort_key))
         return domains
 
     def agree(self, name, board, board_domains, explicit, gpus):
         def family(domains):
-            return {frozenset(d[0]) for d in domains
-                    if 1 < len(d[0]) < len(gpus)}
+            return {(frozenset(d.members), d.mesh) for d in domains
+                    if 1 < len(d.members) and (d.mesh or
+                                               len(d.members) < len(gpus))}
         if family(board_domains) != family(explicit):
             self.problem(['hosts', name, 'groups'],
                          'groups disagree with board %s mapped through the '

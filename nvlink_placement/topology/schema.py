@@ -2,8 +2,11 @@
 
 Extensions over the hand-written form (added for host inspection, accepted
 everywhere): a GPU value may be a mapping with ``module_id`` and inspection
-details, a group may be a mapping ``{members, source}``, and a host may
-list ``nvswitches`` and ``notes``.
+details, a group may be a mapping ``{members, source, mesh}``, and a host
+may list ``nvswitches`` and ``notes``. A board group may be a mapping
+``{members, mesh}`` too. ``mesh: true`` says any N of the members are
+linked (see :mod:`nvlink_placement.topology.model`); without it a group
+means what it always meant, so version 1 files keep their meaning.
 """
 
 _MODULE_ID = {
@@ -50,6 +53,7 @@ _GROUP = {
          'properties': {
              'members': _ADDRESS_LIST,
              'source': {'enum': ['file', 'fm', 'topo-matrix', 'board']},
+             'mesh': {'type': 'boolean'},
          }},
     ],
 }
@@ -71,6 +75,21 @@ _HOST = {
     },
 }
 
+_MODULE_LIST = {'type': 'array', 'minItems': 1,
+                'items': {'type': 'integer', 'minimum': 0}}
+
+_BOARD_GROUP = {
+    'oneOf': [
+        _MODULE_LIST,
+        {'type': 'object', 'additionalProperties': False,
+         'required': ['members'],
+         'properties': {
+             'members': _MODULE_LIST,
+             'mesh': {'type': 'boolean'},
+         }},
+    ],
+}
+
 _BOARD = {
     'type': 'object',
     'additionalProperties': False,
@@ -78,9 +97,7 @@ _BOARD = {
     'properties': {
         'gpus': {'type': 'array', 'minItems': 1,
                  'items': {'type': 'integer', 'minimum': 0}},
-        'groups': {'type': 'array',
-                   'items': {'type': 'array', 'minItems': 1,
-                             'items': {'type': 'integer', 'minimum': 0}}},
+        'groups': {'type': 'array', 'items': _BOARD_GROUP},
     },
 }
 

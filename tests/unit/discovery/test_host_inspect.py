@@ -327,7 +327,8 @@ class TestOtherSources(HostInspectTest):
         message = self.error('--board', 'hgx-z9', '--no-nvidia-smi',
                              '--no-fm')
         self.assertTrue(message.startswith("unknown board 'hgx-z9'; built-in "
-                                           "boards: dgx-2-16gpu, "), message)
+                                           "boards: dgx-1-p100, dgx-1-v100, "
+                                           "dgx-2-16gpu, "), message)
 
     def test_nothing_but_sysfs(self):
         host = self.inspect('--no-nvidia-smi', '--no-fm')
