@@ -4,11 +4,14 @@ Rules (``reference/host-formats.md``, "Health rules"), judged per PCI
 device:
 
 - unhealthy: ``config`` reads all ones (fell off the bus); fatal AER
-  errors; uncorrected ECC errors (volatile counters, nvidia-smi).
+  errors; uncorrected ECC errors (volatile counters, nvidia-smi); nvidia-smi
+  cannot open it (``Unable to determine the device handle for GPU ...: GPU
+  is lost``).
 - degraded: non-fatal AER errors; PCIe link narrower or slower than the
   device's maximum; retired pages or row remaps pending (nvidia-smi);
   temperature >= 90 C (nvidia-smi); fewer NVLinks than expected
-  (``nvidia-smi topo -m``, or Fabric Manager's available/max counts).
+  (``nvidia-smi topo -m``, or Fabric Manager's available/max counts);
+  bound to the nvidia driver but absent from ``nvidia-smi -q``.
 - Correctable AER errors alone change nothing.
 
 Exclusion (the GPU must not join an NVLink passthrough group): vGPU in
@@ -38,17 +41,20 @@ def _link_reason(link):
             'idle)' % '; '.join(parts))
 
 
-def assess(gpu, smi=None, nvlink_reasons=()):
+def assess(gpu, smi=None, nvlink_reasons=(), lost=None):
     """Judge one GPU.
 
     :param gpu: :class:`sysfs.PciGpu`.
     :param smi: :class:`nvidia_smi.SmiGpu` for the same address, or None.
-    :param nvlink_reasons: degraded-NVLink reasons found elsewhere (the
-        topology matrix, Fabric Manager).
+    :param nvlink_reasons: degraded reasons found elsewhere (the topology
+        matrix, Fabric Manager, a GPU missing from ``nvidia-smi -q``).
+    :param lost: why nvidia-smi cannot open the GPU (its message), or None.
     :returns: dict ``{'status': 'ok'|'degraded'|'unhealthy',
         'reasons': [str, ...]}``, unhealthy reasons first.
     """
     unhealthy, degraded = [], []
+    if lost:
+        unhealthy.append('nvidia-smi cannot open it: %s' % lost)
     if gpu.config_all_ones:
         unhealthy.append('config space reads all ones: the GPU fell off '
                          'the bus')

@@ -136,7 +136,7 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
                                 'nvidia-smi topo -m capture'),
                 topo_matrix_file)
     elif use_nvidia_smi:
-        text, note = nvidia_smi.run(['-q'])
+        text, note = nvidia_smi.run(['-q'], keep_failed=True)
         if note:
             found.notes.append(note)
         if text is not None:
@@ -168,7 +168,8 @@ def _check_sources(found):
     named = []
     if found.smi is not None:
         named.append((found.smi.source,
-                      [g.address for g in found.smi.gpus]))
+                      [g.address for g in found.smi.gpus] +
+                      list(found.smi.lost)))
     if found.mapping is not None:
         named.append((found.mapping.source, list(found.mapping.ids)))
     for source, addresses in named:
@@ -227,16 +228,100 @@ def _check_board(found, ids):
                 show(set(board.groups) - set(table.groups))))
 
 
+def _smi_findings(found):
+    """What ``nvidia-smi -q`` says about GPUs it does not describe.
+
+    :returns: ``(lost, missing, notes)``: dict address -> nvidia-smi's
+        message for lost GPUs; dict address -> degraded reason for GPUs
+        bound to the nvidia driver that it neither describes nor reports
+        lost; notes for the operator.
+    """
+    smi = found.smi
+    if smi is None:
+        return {}, {}, []
+    lost = {a: message for a, (_, message) in smi.lost.items()}
+    described = {g.address for g in smi.gpus} | set(lost)
+    missing = {a: 'bound to the nvidia driver, but %s does not describe '
+                  'it (%s GPUs attached, %d described)'
+               % (smi.source, smi.attached if smi.attached is not None
+                  else 'unknown number of', len(smi.gpus))
+               for a, gpu in found.pci.gpus.items()
+               if gpu.driver == 'nvidia' and a not in described}
+    notes = ['%s reports GPU %s lost: %s' % (smi.source, a, message)
+             for a, message in sorted(lost.items())]
+    notes += ['%s is bound to the nvidia driver but missing from %s'
+              % (a, smi.source) for a in sorted(missing)]
+    if smi.unaccounted():
+        notes.append('%s says %d GPUs are attached, but describes %d%s' % (
+            smi.source, smi.attached, len(smi.gpus),
+            ' and reports %d lost' % len(lost) if lost else ''))
+    return lost, missing, notes
+
+
+def _affinity_notes(found, addresses):
+    """Where the matrix's NUMA/CPU affinity disagrees with sysfs."""
+    notes = []
+    for address, cells in topo_matrix.affinity(found.topo,
+                                               addresses).items():
+        gpu = found.pci.gpus[address]
+        numa = cells.get('NUMA Affinity')
+        nodes = sysfs.parse_list(numa)
+        if nodes is not None and gpu.numa_node is not None and (
+                gpu.numa_node not in nodes):
+            notes.append('%s: %s gives NUMA Affinity %s, sysfs numa_node %d'
+                         ' (the fragment keeps sysfs)' % (
+                             address, found.topo.source, numa,
+                             gpu.numa_node))
+        cpu = cells.get('CPU Affinity')
+        cpus = sysfs.parse_list(cpu)
+        if cpus is not None and gpu.local_cpus is not None and (
+                cpus != gpu.local_cpus):
+            notes.append('%s: %s gives CPU Affinity %s, sysfs local_cpulist '
+                         '%s' % (address, found.topo.source, cpu,
+                                 _cpu_list(gpu.local_cpus)))
+    return notes
+
+
+def _cpu_list(cpus):
+    """frozenset of ints back to the kernel list form ``0-3,8``."""
+    ranges, ordered = [], sorted(cpus)
+    for cpu in ordered:
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ','.join(str(a) if a == b else '%d-%d' % (a, b)
+                    for a, b in ranges)
+
+
+def _wiring(found, ids):
+    """``(board name, {frozenset of two addresses: NVLinks})`` or None.
+
+    Only for a ``--board`` whose wiring the catalog knows (direct NVLink
+    boards); module ids map it onto addresses.
+    """
+    board = found.board
+    if board is None or board.links is None:
+        return None
+    by_module = {m: a for a, m in ids.items() if a in found.pci.gpus}
+    return (found.board_name, {
+        frozenset((by_module[a], by_module[b])): n
+        for (a, b), n in board.links.items()
+        if a in by_module and b in by_module})
+
+
 def build_fragment(found):
     """Turn gathered sources into a topology v1 document for one host.
 
     Groups come from Fabric Manager when present (source ``fm``), else
     from ``--board`` (emitted as ``board:`` plus module ids, no
-    ``groups``), else from NVLink cliques of the topology matrix (source
-    ``topo-matrix``). Groups keep their full membership: a GPU in vGPU or
-    MIG use is marked ``excluded`` (with the reason, and a note) and the
-    topology loader leaves it out of its groups while keeping their
-    nominal sizes and names. Unhealthy GPUs stay, with their health.
+    ``groups``), else, on a host without NVSwitches, from the NVLink
+    cliques of the topology matrix (source ``topo-matrix``, ``mesh:
+    true``: any N of their GPUs are linked). Groups keep their full
+    membership: a GPU in vGPU or MIG use is marked ``excluded`` (with the
+    reason, and a note) and the topology loader leaves it out of its groups
+    while keeping their nominal sizes and names. Unhealthy GPUs stay, with
+    their health; a GPU ``nvidia-smi -q`` reports lost is unhealthy.
 
     :param found: :class:`HostSources`.
     :returns: dict ``{'version': 1, 'hosts': {hostname: {...}}}`` with the
@@ -257,7 +342,13 @@ def build_fragment(found):
         found.mapping, found.smi.module_ids() if found.smi else None])
     notes = list(found.notes)
     nvlink_reasons = collections.defaultdict(list)
+    lost, missing, smi_notes = _smi_findings(found)
+    notes.extend(smi_notes)
+    for address, reason in missing.items():
+        nvlink_reasons[address].append(reason)
 
+    if found.board is not None:
+        _check_board(found, ids)
     view = None
     if found.topo is not None:
         if found.smi is None:
@@ -265,15 +356,15 @@ def build_fragment(found):
                 '%s numbers GPUs by NVML index; only `nvidia-smi -q` maps '
                 'them to PCI addresses: give --nvidia-smi-q too'
                 % found.topo.source)
-        view = topo_matrix.analyse(found.topo,
-                                   [g.address for g in found.smi.gpus],
-                                   bool(found.pci.nvswitches))
+        addresses = [g.address for g in found.smi.gpus]
+        view = topo_matrix.analyse(found.topo, addresses,
+                                   bool(found.pci.nvswitches),
+                                   _wiring(found, ids))
         for address, reasons in view.degraded.items():
             nvlink_reasons[address].extend(reasons)
         notes.extend(view.notes)
+        notes.extend(_affinity_notes(found, addresses))
 
-    if found.board is not None:
-        _check_board(found, ids)
     groups, source = [], None
     if found.fm is not None:
         fm = fabric_manager.fm_view(found.fm, list(gpus), ids)
@@ -304,13 +395,13 @@ def build_fragment(found):
     elif view is not None:
         groups, source = view.groups, SOURCE_TOPO
 
-    if (found.fm is None and found.board is None and len(gpus) > 2 and
-            (found.pci.nvswitches or (view and view.single_domain))):
-        notes.append('all GPUs share one NVLink fabric%s; its domains '
-                     'come from Fabric Manager partitions (libnvfm, '
-                     '--fm-address, --fmpm-json) or --board, and neither '
-                     'was used' % (' (NVSwitches present)'
-                                   if found.pci.nvswitches else ''))
+    if found.fm is None and found.board is None and found.pci.nvswitches:
+        notes.append('all GPUs share one NVLink fabric (NVSwitches '
+                     'present); its domains come from Fabric Manager '
+                     'partitions (libnvfm, --fm-address, --fmpm-json) or '
+                     '--board (%s), and neither was used' % ', '.join(
+                         sorted(b.name for b in boards.BUILTIN.values()
+                                if b.links is None)))
 
     excluded = {a: health.exclusion(g, smi.get(a)) for a, g in gpus.items()}
     notes.extend('%s will be left out of its NVLink groups: %s'
@@ -334,13 +425,15 @@ def build_fragment(found):
             'iommu_group': gpu.iommu_group,
             'driver': gpu.driver,
             'health': health.assess(gpu, smi.get(address),
-                                    nvlink_reasons.get(address, ())),
+                                    nvlink_reasons.get(address, ()),
+                                    lost.get(address)),
         })
         if excluded[address]:
             entry['excluded'] = excluded[address]
         host['gpus'][address] = entry
     if groups:
-        host['groups'] = [{'members': list(m), 'source': source}
+        mesh = {'mesh': True} if source == SOURCE_TOPO else {}
+        host['groups'] = [dict({'members': list(m), 'source': source}, **mesh)
                           for m in sorted(groups, key=_group_sort_key)]
     if found.pci.nvswitches:
         host['nvswitches'] = list(found.pci.nvswitches)

@@ -18,6 +18,12 @@ Format facts (``reference/host-formats.md``, captures in ``data/``):
   ``Remapped Rows``/``Pending``: ``Yes`` when a retirement or row remap
   waits for a GPU reset.
 - ``Temperature``/``GPU Current Temp``: ``30 C``.
+- ``Attached GPUs : 8`` before the blocks: the GPUs the driver attached.
+  A GPU NVML cannot open gets no block but a line ``Unable to determine
+  the device handle for GPU 0000:C1:00.0: GPU is lost. Reboot the system
+  to recover this GPU`` (also ``Unknown Error``; some drivers print
+  ``GPU0000:C1:00.0`` run together, Windows ``detect`` for
+  ``determine``), and nvidia-smi exits non-zero.
 
 Lines starting with ``#`` (comments in our captures) are ignored.
 """
@@ -35,6 +41,9 @@ from nvlink_placement.topology import pci
 DEFAULT_TIMEOUT = 5.0  # seconds; `topo -m` has been seen to take 112 s
 _GPU_HEADER = re.compile(r'^GPU\s+(\S+:\S+)\s*$')
 _TEMPERATURE = re.compile(r'^(-?\d+)\s*C$')
+_LOST = re.compile(r'Unable to (?:determine|detect) the device handle for '
+                   r'GPU\s*([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-7])'
+                   r'\s*:\s*(.*?)\s*$')
 
 
 @dataclasses.dataclass
@@ -69,10 +78,25 @@ class SmiReport:
 
     :ivar source: a file name or the command.
     :ivar gpus: list of :class:`SmiGpu` in NVML index order.
+    :ivar attached: the ``Attached GPUs`` count, or None when absent.
+    :ivar lost: dict ``{address: (line number, message)}`` of the GPUs
+        nvidia-smi could not open (``Unable to determine the device handle
+        for GPU ...: GPU is lost ...``).
     """
 
     source: str
     gpus: list
+    attached: int | None = None
+    lost: dict = dataclasses.field(default_factory=dict)
+
+    def unaccounted(self):
+        """Attached GPUs neither described nor reported lost (0 if unknown).
+
+        Negative when more GPUs are described than attached.
+        """
+        if self.attached is None:
+            return 0
+        return self.attached - len(self.gpus) - len(self.lost)
 
     def module_ids(self):
         """The module ids it reports, as :class:`module_ids.ModuleIds`."""
@@ -89,7 +113,7 @@ def _fields(text):
     """
     stack = []
     for lineno, line in enumerate(text.splitlines(), 1):
-        if line.startswith('#') or not line.strip():
+        if line.startswith('#') or not line.strip() or _LOST.search(line):
             continue
         header = _GPU_HEADER.match(line)
         if header:
@@ -121,15 +145,27 @@ def parse_query(text, source):
     :param text: the output (comment lines starting with ``#`` ignored).
     :param source: file name or command, used in messages.
     :returns: :class:`SmiReport`.
-    :raises NvlinkError: with file and line when there is no GPU block, a
-        ``Bus Id`` is not a PCI address, a module id or temperature is not
-        a number, or a GPU appears twice.
+    :raises NvlinkError: with file and line when a ``Bus Id`` or a lost
+        GPU's address is not a PCI address, a module id, temperature or
+        ``Attached GPUs`` is not a number, or a GPU appears twice; naming
+        the file when there is neither a GPU block nor a lost GPU.
     """
-    gpus = []
+    gpus, attached, lost = [], None, {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        match = _LOST.search(line) if not line.startswith('#') else None
+        if match:
+            address = _address(match.group(1), source, lineno)
+            lost.setdefault(address, (lineno, match.group(2)))
     for lineno, header, path, value in _fields(text):
         if header is not None:
             gpus.append(SmiGpu(address=_address(header, source, lineno),
                                line=lineno))
+            continue
+        if path == ('attached gpus',) and not gpus:
+            if not value.isdigit():
+                raise files.line_error(source, lineno, 'Attached GPUs %r '
+                                       'is not a number' % value)
+            attached = int(value)
             continue
         if not gpus or value in ('N/A', ''):
             continue
@@ -160,7 +196,7 @@ def parse_query(text, source):
                 raise files.line_error(source, lineno,
                                        'temperature %r is not "<n> C"' % value)
             gpu.temperature_c = int(match.group(1))
-    if not gpus:
+    if not gpus and not lost:
         raise errors.NvlinkError(
             '%s: no GPU block ("GPU 00000000:18:00.0") found: is this '
             '`nvidia-smi -q` output?' % source)
@@ -171,10 +207,15 @@ def parse_query(text, source):
                                    'GPU %s was already listed at line %d'
                                    % (gpu.address, first[gpu.address]))
         first[gpu.address] = gpu.line
-    return SmiReport(source, gpus)
+    for address, (lineno, _) in lost.items():
+        if address in first:
+            raise files.line_error(source, lineno, 'GPU %s is reported lost,'
+                                   ' but line %d describes it'
+                                   % (address, first[address]))
+    return SmiReport(source, gpus, attached, lost)
 
 
-def run(arguments, timeout=DEFAULT_TIMEOUT):
+def run(arguments, timeout=DEFAULT_TIMEOUT, keep_failed=False):
     """Run ``nvidia-smi`` with ``arguments`` when it is on PATH.
 
     nvidia-smi sees only GPUs bound to the nvidia driver: on a passthrough
@@ -183,6 +224,10 @@ def run(arguments, timeout=DEFAULT_TIMEOUT):
 
     :param arguments: list, e.g. ``['-q']`` or ``['topo', '-m']``.
     :param timeout: seconds before the command is killed.
+    :param keep_failed: when it exits non-zero but printed a report or a
+        lost GPU, use that output (standard output, then standard error):
+        ``nvidia-smi -q`` exits non-zero when a GPU is lost and still
+        describes the others, and the lost GPU is the news.
     :returns: ``(output text or None, note or None)``; both None when
         nvidia-smi is not installed.
     """
@@ -201,6 +246,13 @@ def run(arguments, timeout=DEFAULT_TIMEOUT):
         return None, '`%s` could not run: %s' % (shown, exc)
     if done.returncode != 0:
         output = (done.stdout + done.stderr).strip().splitlines()
+        first = output[0] if output else 'no output'
+        text = done.stdout + '\n' + done.stderr
+        if keep_failed and (_LOST.search(text) or any(
+                _GPU_HEADER.match(line) for line in text.splitlines())):
+            return text, (
+                '`%s` exited with %d (%s); its output was read'
+                % (shown, done.returncode, first))
         return None, '`%s` exited with %d (%s) and was not used' % (
-            shown, done.returncode, output[0] if output else 'no output')
+            shown, done.returncode, first)
     return done.stdout, None

@@ -8,7 +8,8 @@ File formats (``reference/host-formats.md``; Linux
 - ``vendor`` ``0x%04x``, ``device`` ``0x%04x``, ``class`` ``0x%06x``;
   cached at enumeration, so a GPU that fell off the bus still shows them.
   The first bytes of ``config`` read ``ff ff ff ff`` for such a device.
-- ``numa_node`` ``%d``, ``-1`` meaning unknown.
+- ``numa_node`` ``%d``, ``-1`` meaning unknown; ``local_cpulist`` the
+  CPUs near the device as a kernel list (``0-55,112-167``).
 - ``current_link_width``/``max_link_width`` ``%u``;
   ``current_link_speed``/``max_link_speed`` ``16.0 GT/s PCIe`` (kernel
   5.7+) or ``16 GT/s`` (up to 5.6), or ``Unknown``/``Unknown speed``.
@@ -59,6 +60,8 @@ class PciGpu:
     :ivar vendor_id: ``'10de'``; :ivar device_id: e.g. ``'2330'`` (lower
         case hex, four digits).
     :ivar numa_node: int, or None when the kernel says ``-1`` (unknown).
+    :ivar local_cpus: frozenset of CPU numbers from ``local_cpulist``, or
+        None when absent.
     :ivar iommu_group: group number as a string, None when IOMMU is off.
     :ivar driver: bound driver name (``vfio-pci``, ``nvidia``), or None.
     :ivar aer: dict ``{'correctable'|'nonfatal'|'fatal': total or None}``
@@ -78,6 +81,7 @@ class PciGpu:
     aer: dict = dataclasses.field(default_factory=dict)
     config_all_ones: bool | None = None
     vgpu: str | None = None
+    local_cpus: frozenset | None = None
 
     @property
     def resource_class(self):
@@ -123,6 +127,23 @@ def parse_int(text, path):
     except ValueError:
         raise errors.NvlinkError('%s: expected an integer, got %r'
                                  % (path, text.strip()))
+
+
+def parse_list(text):
+    """A kernel list (``0-55,112-167``, ``3``) as a frozenset of ints.
+
+    The format of ``local_cpulist`` and of nvidia-smi's affinity cells.
+
+    :returns: None for None, an empty text, ``N/A`` or anything that is
+        not such a list.
+    """
+    found = set()
+    for item in (text or '').strip().split(','):
+        first, _, last = item.partition('-')
+        if not first.isdigit() or (last and not last.isdigit()):
+            return None
+        found.update(range(int(first), int(last or first) + 1))
+    return frozenset(found)
 
 
 def parse_link_speed(text):
@@ -265,7 +286,8 @@ def read_gpu(device_dir, address):
         aer={kind: number('aer_dev_' + kind, parse_aer_counters)
              for kind in AER_KINDS},
         config_all_ones=_read_config(os.path.join(device_dir, 'config')),
-        vgpu=_vgpu_use(device_dir))
+        vgpu=_vgpu_use(device_dir),
+        local_cpus=parse_list(attr('local_cpulist')))
 
 
 def scan(sysfs_root='/sys'):

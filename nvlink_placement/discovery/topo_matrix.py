@@ -1,15 +1,22 @@
 """``nvidia-smi topo -m``: parsing the matrix and reading NVLink domains.
 
-Format facts (``reference/host-formats.md``; all four captures in
-``data/nvidia-smi/topo-*``):
+Format facts (``reference/host-formats.md``; the captures in
+``data/nvidia-smi/topo-*`` and ``tests/fixtures/nvidia-smi``):
 
 - A header row: an empty cell, ``GPU0..GPUn``, NIC columns (``NIC0..`` or
   ``mlx5_N``), then ``CPU Affinity``, ``NUMA Affinity``, ``GPU NUMA ID``
   (the last two absent on older drivers). Cells are TAB-separated; copies
   pasted in issues use runs of spaces, and some lose the leading TAB.
+  Pasted copies also lose separators inside the header: DGX-1 captures
+  show ``GPU0GPU1...GPU7mlx5_0`` run together, and space-pasted ones put
+  a single space between two 7-character NIC names (``mlx5_10 mlx5_11``).
+  So device names are read from the header's words, run-together names
+  split where a new ``GPU<n>``, ``NIC<n>`` or ``<name>_<n>`` begins.
 - Diagonal ``X``; link cells ``NV<n>`` (n bonded NVLinks), ``PIX``,
   ``PXB``, ``PHB``, ``NODE``, ``SYS`` (``SOC`` on old drivers). The matrix
-  is symmetric. Affinity cells may be empty or ``N/A``.
+  is symmetric. No cell holds a space, so where pasting left a single
+  space (after a 7-character NIC row name or affinity value) the row is
+  split there too; affinity cells may be empty or ``N/A``.
 - Reading stops at the first blank line, ``Legend:``, or any line that is
   not a row of the matrix (e.g. the truncation marks in our captures).
 
@@ -23,11 +30,21 @@ import re
 
 from nvlink_placement.discovery import files
 from nvlink_placement import errors
+from nvlink_placement.topology import laminar
 from nvlink_placement.topology import pci
 
 _CELL_SPLIT = re.compile(r'\t| {2,}')
+# A word of a row: a device name, a link, an affinity value.
+_WORD = re.compile(r'^(?:[A-Za-z][A-Za-z0-9_]*|[0-9][0-9,-]*|N/A)$')
 _LINK = re.compile(r'^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$')
 _GPU = re.compile(r'^GPU(\d+)$')
+# Where the attribute columns start in a header, and their names.
+_ATTRIBUTES = re.compile(r'(?:CPU|NUMA|NIC)\s+Affinity|GPU\s+NUMA\s+ID')
+_ATTRIBUTE_NAME = re.compile(r'(?:CPU|NUMA|NIC)\s+Affinity|GPU\s+NUMA\s+ID|'
+                             r'\S+(?: \S+)*')
+# A device name in a run-together header word.
+_DEVICE = re.compile(r'GPU\d+|NIC\d+|[A-Za-z][A-Za-z0-9]*?_\d+')
+SOURCE = 'nvidia-smi topo -m'
 
 
 @dataclasses.dataclass
@@ -42,6 +59,7 @@ class TopoMatrix:
     :ivar attributes: dict ``{row: {column name: value}}`` for the
         affinity columns (non-empty cells only).
     :ivar lines: dict ``{row: line number}``.
+    :ivar header_line: line number of the header.
     """
 
     source: str
@@ -50,6 +68,7 @@ class TopoMatrix:
     cells: dict
     attributes: dict
     lines: dict
+    header_line: int = 0
 
     def link(self, a, b):
         """The link between devices ``a`` and ``b``, read from either row.
@@ -58,14 +77,60 @@ class TopoMatrix:
         """
         return self.cells.get((a, b), self.cells.get((b, a)))
 
+    @property
+    def last_line(self):
+        """Line number of the last row read (the header's when none)."""
+        return max(self.lines.values(), default=self.header_line)
+
 
 def nv_count(link):
     """Number of bonded NVLinks of an ``NV<n>`` cell, else 0."""
     return int(link[2:]) if link and link.startswith('NV') else 0
 
 
-def _split(line):
-    return [cell.strip() for cell in _CELL_SPLIT.split(line.rstrip('\n'))]
+def _row_cells(line, count):
+    """The row name, ``count`` link cells, then the attribute cells.
+
+    Cells are split on TABs and runs of spaces, then on single spaces
+    where every word is a name, a link or an affinity value (``112-127 7``
+    when pasted); other text (a truncation mark) stays one cell. Empty
+    cells (doubled TABs) are dropped.
+    """
+    cells = []
+    for cell in _CELL_SPLIT.split(line):
+        words = cell.split()
+        if all(_WORD.match(w) for w in words):
+            cells.extend(words)
+        elif words:
+            cells.append(cell.strip())
+    return cells[:1 + count], cells[1 + count:]
+
+
+def _device_names(word, source, lineno):
+    """Split a header word into device names (``GPU0GPU1`` -> 2 names)."""
+    names = _DEVICE.findall(word)
+    if ''.join(names) == word:
+        return names
+    if not re.search(r'GPU\d+', word):
+        return [word]          # a NIC name of another form: keep it whole
+    raise files.line_error(source, lineno, 'cannot split header word %r '
+                           'into device names (GPU<n>, NIC<n>, <name>_<n>)'
+                           % word)
+
+
+def _header(line, source, lineno):
+    """``(devices, attribute names)`` of a header line, or None."""
+    text = line.strip()
+    if not text.startswith('GPU0') or 'X' in text.split():
+        return None
+    match = _ATTRIBUTES.search(text)
+    cut = match.start() if match else len(text)
+    devices = []
+    for word in text[:cut].split():
+        devices.extend(_device_names(word, source, lineno))
+    attributes = [' '.join(name.split())
+                  for name in _ATTRIBUTE_NAME.findall(text[cut:])]
+    return devices, attributes
 
 
 def parse(text, source):
@@ -75,37 +140,39 @@ def parse(text, source):
         before the header (a prompt, the command) are skipped.
     :param source: file name or command, for messages.
     :returns: :class:`TopoMatrix`.
-    :raises NvlinkError: with file and line when there is no header, a
-        row has too few cells, a cell is not a known link type, a row
-        repeats, or the two halves of the matrix disagree.
+    :raises NvlinkError: with file and line when the header cannot be
+        split into device names, a row has fewer link cells than the header
+        names devices, a cell is not a known link type, a row repeats, or
+        the two halves of the matrix disagree; naming the file when there
+        is no header.
     """
-    devices = None
+    devices = header_line = None
     trailing = []
     cells, attributes, lines = {}, {}, {}
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.startswith('#'):
             continue
-        row = _split(line)
         if devices is None:
-            names = row[1:] if row and row[0] == '' else row
-            if names and names[0] == 'GPU0' and 'X' not in names:
-                cut = next((i for i, n in enumerate(names)
-                            if 'Affinity' in n or 'NUMA' in n), len(names))
-                devices, trailing = names[:cut], names[cut:]
+            found = _header(line, source, lineno)
+            if found is not None:
+                (devices, trailing), header_line = found, lineno
             continue
         if not line.strip() or line.strip().startswith('Legend'):
             break
+        row, values = _row_cells(line, len(devices))
         label = row[0]
         if label not in devices:
             break
         if label in lines:
             raise files.line_error(source, lineno, 'row %s repeats line %d'
                                    % (label, lines[label]))
-        links = row[1:1 + len(devices)]
-        if len(links) < len(devices) or '' in links:
+        links = row[1:]
+        if len(links) < len(devices):
             raise files.line_error(
-                source, lineno, 'row %s has fewer link cells than the %d '
-                'devices the header names' % (label, len(devices)))
+                source, lineno, 'row %s has %d link cells, but the header '
+                '(line %d) names %d devices: %s' % (
+                    label, len(links), header_line, len(devices),
+                    ' '.join(devices)))
         for column, link in zip(devices, links):
             if not _LINK.match(link) or (link == 'X') != (column == label):
                 raise files.line_error(source, lineno,
@@ -118,12 +185,12 @@ def parse(text, source):
                     % (label, column, link, column, label, other,
                        lines[column]))
             cells[(label, column)] = link
-        values = [c for c in row[1 + len(devices):] if c]
         if len(values) > len(trailing):
             raise files.line_error(
                 source, lineno, 'row %s has %d values after the links, the '
-                'header names %d columns (%s)' % (
-                    label, len(values), len(trailing), ', '.join(trailing)))
+                'header (line %d) names %d columns (%s)' % (
+                    label, len(values), header_line, len(trailing),
+                    ', '.join(trailing)))
         attributes[label] = dict(zip(trailing, values))
         lines[label] = lineno
     if devices is None:
@@ -131,126 +198,221 @@ def parse(text, source):
             '%s: no `nvidia-smi topo -m` header (a row of column names '
             'starting with GPU0) found' % source)
     gpus = [d for d in devices if _GPU.match(d)]
-    return TopoMatrix(source, devices, gpus, cells, attributes, lines)
+    return TopoMatrix(source, devices, gpus, cells, attributes, lines,
+                      header_line)
+
+
+def affinity(matrix, addresses):
+    """The affinity cells of each GPU row, by address.
+
+    :param addresses: PCI addresses in NVML index order.
+    :returns: dict ``{address: {column name: value}}`` (non-empty cells,
+        e.g. ``{'CPU Affinity': '0-55,112-167', 'NUMA Affinity': '0'}``).
+    """
+    return {address: matrix.attributes.get(column, {})
+            for column, address in _by_address(matrix, addresses).items()}
 
 
 @dataclasses.dataclass
 class NvlinkView:
     """What the matrix says about NVLink domains and link health.
 
-    :ivar single_domain: True when all GPUs form one NVLink domain (an
-        NVSwitch board, or every GPU NVLink-connected): the real domains
-        then come from Fabric Manager partitions or the board.
+    :ivar switched: True on an NVSwitch board (NVSwitches in sysfs): every
+        GPU is in one NVLink fabric whose domains come from Fabric Manager
+        partitions or the board, so the matrix makes no groups.
     :ivar domains: list of frozensets of addresses, the NVLink-connected
-        components (one set of all GPUs when ``single_domain``).
-    :ivar groups: list of address tuples: NVLink cliques smaller than the
-        host (bridge pairs); empty when ``single_domain``.
+        components (one set of all GPUs when ``switched``).
+    :ivar groups: list of address tuples, empty when ``switched``: the
+        meshes (sets of GPUs each linked directly to every other), a
+        laminar family of the NVLink cliques, larger ones first.
+    :ivar dropped: list of address tuples: NVLink cliques left out because
+        they cross a kept mesh (the cross-quad pairs of a DGX-1).
     :ivar degraded: dict ``{address: [reason, ...]}``.
     :ivar notes: list of strings for the operator.
     """
 
-    single_domain: bool
+    switched: bool
     domains: list
     groups: list
+    dropped: list
     degraded: dict
     notes: list
 
 
-def analyse(matrix, addresses, nvswitch_board):
-    """Read NVLink domains and degraded links from a matrix.
+def _by_address(matrix, addresses):
+    """dict GPU column -> address, checking the two describe one host."""
+    if len(matrix.gpus) != len(addresses):
+        raise errors.NvlinkError(
+            '%s: line %d: the header shows %d GPUs, but `nvidia-smi -q` '
+            'lists %d: they must come from the same host and moment'
+            % (matrix.source, matrix.header_line, len(matrix.gpus),
+               len(addresses)))
+    index = {g: int(_GPU.match(g).group(1)) for g in matrix.gpus}
+    if sorted(index.values()) != list(range(len(addresses))):
+        raise errors.NvlinkError(
+            '%s: line %d: GPU columns %s are not GPU0..GPU%d'
+            % (matrix.source, matrix.header_line, ', '.join(matrix.gpus),
+               len(addresses) - 1))
+    return {g: addresses[i] for g, i in index.items()}
 
-    Rules (``reference/host-formats.md``):
 
-    - The expected link is the most common ``NV<n>`` count among GPU pairs
-      (ties: the higher count). A pair with fewer links is degraded.
-    - On an NVSwitch board (NVSwitches in sysfs) or when the NVLink graph
-      connects every GPU, the host is one domain: no groups come from the
-      matrix, and a GPU pair without NVLink (``PXB``, ``SYS``...) is
-      degraded.
-    - Otherwise each NVLink-connected component where every pair is
-      NVLinked (a bridge pair) is a group; in a component that is not
-      fully connected the pairs without NVLink are degraded and no group
-      is made.
+def _shorten(names):
+    if len(names) <= 4:
+        return ', '.join(names)
+    return '%s, %s, ..., %s' % (names[0], names[1], names[-1])
+
+
+def _pairs(matrix):
+    """dict ``(a, b) -> link`` over GPU column pairs, ``a`` before ``b``."""
+    pairs, missing = {}, 0
+    for i, a in enumerate(matrix.gpus):
+        for b in matrix.gpus[i + 1:]:
+            pairs[(a, b)] = matrix.link(a, b)
+            missing += pairs[(a, b)] is None
+    if missing:
+        absent = [g for g in matrix.gpus if g not in matrix.lines]
+        raise errors.NvlinkError(
+            '%s: line %d: the matrix stops after row %s; rows %s are '
+            'missing (truncated capture?), so %d GPU pairs have no cell in '
+            'either row' % (matrix.source, matrix.last_line,
+                            max(matrix.lines, key=matrix.lines.get),
+                            _shorten(absent), missing))
+    return pairs
+
+
+def _most_common(counts):
+    """The most common value of a Counter (ties: the higher value)."""
+    return max(counts, key=lambda n: (counts[n], n)) if counts else 0
+
+
+def _expected_links(pairs, switched, designed):
+    """Expected NVLink count per GPU pair, and a note when not judged.
+
+    :param designed: None, or ``(board name, {pair: count})``.
+    :returns: ``(expected, source, note)``: ``expected`` a dict pair ->
+        count (absent or 0: not judged), ``source`` what it comes from.
+    """
+    nv = {p: nv_count(link) for p, link in pairs.items()}
+    counts = collections.Counter(n for n in nv.values() if n)
+    if designed is not None:
+        board, links = designed
+        return links, 'board %s, %s' % (board, SOURCE), None
+    if switched:
+        top = _most_common(counts)
+        return {p: top for p in pairs}, SOURCE, None
+    seen = collections.defaultdict(list)
+    for (a, b), n in nv.items():
+        if n:
+            seen[a].append(n)
+            seen[b].append(n)
+    common = set.intersection(*map(set, seen.values())) if seen else set()
+    if common:
+        # Counts every NVLinked GPU has are part of the design.
+        floor = min(common)
+    elif all(len(v) == 1 for v in seen.values()):
+        floor = _most_common(counts)      # bridge pairs: compare them
+    else:
+        return {}, SOURCE, (
+            'NVLink counts differ between GPUs (%s) and no count is common '
+            'to all of them: link health is not judged from the matrix; '
+            'give --board for the designed wiring'
+            % ', '.join('NV%d' % n for n in sorted(counts)))
+    return {p: floor for p, n in nv.items() if n}, SOURCE, None
+
+
+def analyse(matrix, addresses, nvswitch_board, wiring=None):
+    """Read NVLink meshes and degraded links from a matrix.
+
+    Groups: on an NVSwitch board (NVSwitches in sysfs) none, the domains
+    are Fabric Manager partitions. Otherwise the NVLink cliques (GPUs all
+    directly linked to each other, whatever the count), as a laminar
+    family, larger first: each is a mesh. A clique crossing a kept one is
+    dropped with a note.
+
+    Link health, from what designed the wiring:
+
+    - ``wiring`` (the board): a pair below its designed count, or without
+      the NVLink the board gives it, is degraded;
+    - an NVSwitch board: every pair is alike by design; below the most
+      common count (ties: the higher), or without NVLink, is degraded;
+    - otherwise the matrix's own symmetry: the counts that every
+      NVLinked GPU has are designed (DGX-1 V100: NV1 and NV2 on every
+      GPU), a link below the lowest of them is degraded; bridge pairs
+      (each GPU one NVLink peer) are compared with each other. Pairs
+      without NVLink are not judged (a cube-mesh has them by design).
 
     :param matrix: :class:`TopoMatrix`.
     :param addresses: PCI addresses in NVML index order (from
         ``nvidia-smi -q``): ``GPUi`` is ``addresses[i]``.
     :param nvswitch_board: True when sysfs lists NVSwitches.
+    :param wiring: None, or ``(board name, {frozenset of two addresses:
+        NVLink count})`` for a direct NVLink board.
     :returns: :class:`NvlinkView`.
-    :raises NvlinkError: when the matrix and ``addresses`` count different
-        GPUs, or a GPU pair has no cell in either row (truncated capture).
+    :raises NvlinkError: naming the line, when the matrix and
+        ``addresses`` count different GPUs, or GPU pairs have no cell in
+        either row (truncated capture).
     """
-    if len(matrix.gpus) != len(addresses):
-        raise errors.NvlinkError(
-            '%s shows %d GPUs, but `nvidia-smi -q` lists %d: they must '
-            'come from the same host and moment'
-            % (matrix.source, len(matrix.gpus), len(addresses)))
-    index = {g: int(_GPU.match(g).group(1)) for g in matrix.gpus}
-    if sorted(index.values()) != list(range(len(addresses))):
-        raise errors.NvlinkError('%s: GPU columns %s are not GPU0..GPU%d'
-                                 % (matrix.source, ', '.join(matrix.gpus),
-                                    len(addresses) - 1))
-    name = {g: addresses[i] for g, i in index.items()}
-    pairs = {}
-    missing = []
-    for i, a in enumerate(matrix.gpus):
-        for b in matrix.gpus[i + 1:]:
-            link = matrix.link(a, b)
-            if link is None:
-                missing.append('%s-%s' % (a, b))
-            pairs[(a, b)] = link
-    if missing:
-        raise errors.NvlinkError(
-            '%s: no cell for %s (rows %s missing: truncated capture?)'
-            % (matrix.source, ', '.join(missing), ', '.join(
-                g for g in matrix.gpus if g not in matrix.lines)))
+    name = _by_address(matrix, addresses)
+    pairs = _pairs(matrix)
+    designed = None
+    if wiring is not None:
+        board, links = wiring
+        designed = (board, {p: links.get(frozenset(name[g] for g in p), 0)
+                            for p in pairs})
+    linked = [p for p, link in pairs.items() if nv_count(link)]
+    notes = []
+    if nvswitch_board:
+        domains = [frozenset(name.values())]
+        groups = dropped = []
+    else:
+        domains = [frozenset(name[g] for g in c)
+                   for c in _components(matrix.gpus, linked)]
+        kept, crossing = laminar.mesh_family(matrix.gpus, linked)
 
-    counts = collections.Counter(nv_count(link) for link in pairs.values()
-                                 if nv_count(link))
-    expected = max(counts, key=lambda n: (counts[n], n)) if counts else 0
-    nv_pairs = [p for p, link in pairs.items() if nv_count(link)]
-    components = _components(matrix.gpus, nv_pairs)
-    single = nvswitch_board or len(components) == 1
-    domains = ([frozenset(name.values())] if single else
-               [frozenset(name[g] for g in c) for c in components])
+        def by_address(cliques):
+            return [tuple(sorted((name[g] for g in c),
+                                 key=pci.address_sort_key))
+                    for c in cliques]
+        groups, dropped = by_address(kept), by_address(crossing)
+        if dropped:
+            notes.append(
+                '%s: NVLinked GPUs %s cross the meshes kept and get no '
+                'group: a resource provider tree must nest, so instances '
+                'are never placed across them' % (matrix.source, '; '.join(
+                    '{%s}' % ', '.join(c) for c in dropped)))
 
-    low = collections.defaultdict(list)
+    expected, source, note = _expected_links(pairs, nvswitch_board,
+                                             designed)
+    if note:
+        notes.append('%s: %s' % (matrix.source, note))
+    low = collections.defaultdict(lambda: collections.defaultdict(list))
     unlinked = collections.defaultdict(list)
-    groups, notes = [], []
-    for component in ([matrix.gpus] if single else components):
-        for (a, b), link in pairs.items():
-            if a not in component or b not in component:
-                continue
-            if nv_count(link) and nv_count(link) < expected:
-                low[a].append((b, link))
-                low[b].append((a, link))
-            elif not nv_count(link):
-                unlinked[a].append((b, link))
-                unlinked[b].append((a, link))
-        broken = any(g in unlinked for g in component)
-        if not single and len(component) > 1:
-            members = tuple(sorted((name[g] for g in component),
-                                   key=pci.address_sort_key))
-            if broken:
-                notes.append('%s: GPUs %s are NVLink-connected, but not '
-                             'every pair directly: no group made'
-                             % (matrix.source, ', '.join(members)))
+    for (a, b), link in pairs.items():
+        want, have = expected.get((a, b), 0), nv_count(link)
+        if not want or have >= want:
+            continue
+        for one, other in ((a, b), (b, a)):
+            if have:
+                low[one][want].append('%s: %s' % (name[other], link))
             else:
-                groups.append(members)
+                unlinked[one].append((name[other], link, want))
     degraded = collections.defaultdict(list)
     for gpu in matrix.gpus:
-        if low[gpu]:
+        for want, items in sorted(low[gpu].items()):
             degraded[name[gpu]].append(
-                'NVLink to %s below the expected NV%d (nvidia-smi topo -m)'
-                % (', '.join('%s: %s' % (name[o], link)
-                             for o, link in low[gpu]), expected))
-        if unlinked[gpu]:
+                'NVLink to %s below the expected NV%d (%s)'
+                % (', '.join(items), want, source))
+        if unlinked[gpu] and designed:
+            degraded[name[gpu]].append('no NVLink to %s (%s)' % (', '.join(
+                '%s: %s, expected NV%d' % item for item in unlinked[gpu]),
+                source))
+        elif unlinked[gpu]:
             degraded[name[gpu]].append(
                 'no NVLink to %s although the GPUs share an NVLink domain '
-                '(nvidia-smi topo -m)'
-                % ', '.join('%s: %s' % (name[o], link)
-                            for o, link in unlinked[gpu]))
-    return NvlinkView(single, domains, groups, dict(degraded), notes)
+                '(%s)' % (', '.join('%s: %s' % item[:2]
+                                    for item in unlinked[gpu]), source))
+    return NvlinkView(nvswitch_board, domains, groups, dropped,
+                      dict(degraded), notes)
 
 
 def _components(gpus, edges):

@@ -114,6 +114,39 @@ def h100_query_all_gpus():
     return '\n'.join(out)
 
 
+def query_text(addresses, module_ids=None, attached=None):
+    """``nvidia-smi -q`` describing GPUs at ``addresses`` (NVML order).
+
+    Each block is the first block of the driver-555 A100 capture with its
+    Bus Id (and Bus) replaced, and its ``Module ID`` replaced by
+    ``module_ids[address]`` or removed when there is none.
+
+    :param attached: the ``Attached GPUs`` count (default: the number of
+        addresses).
+    """
+    text = read_fixture('nvidia-smi', 'q-a100-sxm4-x4-driver555.txt')
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith('GPU '))
+    end = next(i for i, line in enumerate(lines) if line.startswith('# ----'))
+    head = [line for line in lines[:first] if not line.startswith('#')]
+    head = [re.sub(r'(Attached GPUs\s+: )\d+', r'\g<1>%d' % (
+        len(addresses) if attached is None else attached), line)
+        for line in head]
+    block = '\n'.join(lines[first:end]).rstrip('\n')
+    out = head
+    for address in addresses:
+        bus_id = '0000' + address.upper()
+        gpu = block.replace('00000000:68:00.0', bus_id)
+        gpu = re.sub(r'(\n        Bus\s+: )0x68', r'\g<1>0x' + address[5:7],
+                     gpu)
+        module = (module_ids or {}).get(address)
+        gpu = (re.sub(r'(Module ID\s+: )\d+', r'\g<1>%d' % module, gpu)
+               if module is not None else
+               re.sub(r'\n    Module ID\s+: \d+', '', gpu))
+        out.append(gpu)
+    return '\n'.join(out) + '\n'
+
+
 def topo_text(n, link):
     """A TAB-separated ``nvidia-smi topo -m`` for ``n`` GPUs.
 
@@ -175,10 +208,16 @@ class FakeSysfs(fixtures.Fixture):
 
     MDEV_UUID = 'aa618089-8b16-4d01-a136-25a0f3c73123'
 
-    def __init__(self, quirks=False, nvswitches=True):
+    def __init__(self, quirks=False, nvswitches=True, gpus=None,
+                 device='0x2330', driver='vfio-pci'):
+        """:param gpus: dict address -> NUMA node (default: board 2)."""
         super().__init__()
         self.quirks = quirks
         self.nvswitches = nvswitches
+        self.gpus = gpus or {a: 0 if i < 4 else 1
+                             for i, a in enumerate(BOARD2)}
+        self.device = device
+        self.driver = driver
 
     def _setUp(self):
         self.root = self.useFixture(fixtures.TempDir()).path
@@ -189,9 +228,9 @@ class FakeSysfs(fixtures.Fixture):
         # aer_dev_nonfatal has the fatal layout (see the capture).
         self.aer['nonfatal'] = self.aer['fatal'].replace(
             'TOTAL_ERR_FATAL', 'TOTAL_ERR_NONFATAL')
-        for index, address in enumerate(BOARD2):
-            self.add_gpu(address, iommu_group=30 + index,
-                         numa=0 if index < 4 else 1)
+        for index, (address, numa) in enumerate(self.gpus.items()):
+            self.add_gpu(address, iommu_group=30 + index, numa=numa,
+                         device=self.device, driver=self.driver)
         for address in NVSWITCHES if self.nvswitches else ():
             self.add_device(address, '0x10de', '0x22a3', '0x068000')
         self.add_device('0000:0c:00.0', '0x15b3', '0x101b', '0x020700')

@@ -222,8 +222,8 @@ class TestFabricManagerSources(HostInspectTest):
                             '--no-fm', nvswitches=False)
         addresses = list(helpers.BOARD2)
         self.assertEqual([{'members': addresses[i:i + 2],
-                           'source': 'topo-matrix'} for i in (0, 2, 4, 6)],
-                         host['groups'])
+                           'source': 'topo-matrix', 'mesh': True}
+                          for i in (0, 2, 4, 6)], host['groups'])
 
 
 class TestQuirkyHost(HostInspectTest):
@@ -341,8 +341,10 @@ class TestOtherSources(HostInspectTest):
                               'all GPUs share one NVLink fabric (NVSwitches '
                               'present); its domains come from Fabric '
                               'Manager partitions (libnvfm, --fm-address, '
-                              '--fmpm-json) or --board, and neither was '
-                              'used']}, host)
+                              '--fmpm-json) or --board (hgx-2-16gpu, '
+                              'hgx-a100-16gpu, hgx-a100-8gpu, hgx-b200-8gpu,'
+                              ' hgx-h100-8gpu), and neither was used']},
+                         host)
 
     def test_mapping_disagrees_with_nvidia_smi(self):
         query = self.write('q.txt', helpers.h100_query_all_gpus())
