@@ -209,8 +209,12 @@ class FakeSysfs(fixtures.Fixture):
     MDEV_UUID = 'aa618089-8b16-4d01-a136-25a0f3c73123'
 
     def __init__(self, quirks=False, nvswitches=True, gpus=None,
-                 device='0x2330', driver='vfio-pci'):
-        """:param gpus: dict address -> NUMA node (default: board 2)."""
+                 device='0x2330', driver='vfio-pci', local_cpus=None):
+        """:param gpus: dict address -> NUMA node (default: board 2).
+
+        :param local_cpus: dict address -> ``local_cpulist`` text (the
+            file is absent for other GPUs).
+        """
         super().__init__()
         self.quirks = quirks
         self.nvswitches = nvswitches
@@ -218,6 +222,7 @@ class FakeSysfs(fixtures.Fixture):
                              for i, a in enumerate(BOARD2)}
         self.device = device
         self.driver = driver
+        self.local_cpus = local_cpus or {}
 
     def _setUp(self):
         self.root = self.useFixture(fixtures.TempDir()).path
@@ -231,6 +236,8 @@ class FakeSysfs(fixtures.Fixture):
         for index, (address, numa) in enumerate(self.gpus.items()):
             self.add_gpu(address, iommu_group=30 + index, numa=numa,
                          device=self.device, driver=self.driver)
+        for address, text in self.local_cpus.items():
+            self.write(address, 'local_cpulist', text + '\n')
         for address in NVSWITCHES if self.nvswitches else ():
             self.add_device(address, '0x10de', '0x22a3', '0x068000')
         self.add_device('0000:0c:00.0', '0x15b3', '0x101b', '0x020700')

@@ -46,6 +46,13 @@ class TestAssess(base.BaseTestCase):
             '1 non-fatal AER errors (aer_dev_nonfatal)']},
             health.assess(gpu, smi))
 
+    def test_lost_gpu_is_unhealthy(self):
+        self.assertEqual({'status': 'unhealthy', 'reasons': [
+            'nvidia-smi cannot open it: GPU is lost. Reboot the system to '
+            'recover this GPU']}, health.assess(
+                _gpu(), None, (),
+                'GPU is lost. Reboot the system to recover this GPU'))
+
     def test_degraded_rules(self):
         gpu = _gpu(link=sysfs.PciLink(8, 16, 16.0, 32.0))
         smi = _smi(temperature_c=90,

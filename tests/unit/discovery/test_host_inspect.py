@@ -306,6 +306,140 @@ class TestTopologyContract(HostInspectTest):
                          {g.members: g.size for g in host.groups})
 
 
+# HGX A100 4-GPU host of tests/fixtures/nvidia-smi/*a100-4gpu*: address ->
+# NUMA node as the NV4 matrix fixture gives it.
+A100_4 = {'0000:01:00.0': 3, '0000:41:00.0': 1, '0000:81:00.0': 7,
+          '0000:c1:00.0': 5}
+# DGX-1 V100 in NVML order (NVIDIA/nccl#671); NUMA node per CPU socket.
+DGX1 = {'0000:%s:00.0' % b: int(i >= 4) for i, b in enumerate(
+    ('06', '07', '0a', '0b', '85', '86', '89', '8a'))}
+LOST = 'GPU is lost. Reboot the system to recover this GPU'
+
+
+class TestDirectNvlinkHosts(HostInspectTest):
+
+    def _load(self, document):
+        from nvlink_placement.topology import loader
+        return loader.parse({'version': 1, 'hosts': {
+            'compute-01': document}}, 'fragment.yaml').hosts['compute-01']
+
+    def test_dgx1_quads_are_meshes(self):
+        query = self.write('q.txt', helpers.query_text(list(DGX1)))
+        topo = helpers.fixture_path('nvidia-smi',
+                                    'topo-dgx1-v100-runtogether-header.txt')
+        host = self.inspect('--nvidia-smi-q', query, '--topo-matrix', topo,
+                            '--no-fm', nvswitches=False, gpus=DGX1,
+                            device='0x1db5', driver='nvidia')
+        quads = [list(DGX1)[:4], list(DGX1)[4:]]
+        self.assertEqual([{'members': q, 'source': 'topo-matrix',
+                           'mesh': True} for q in quads], host['groups'])
+        self.assertEqual({'ok'}, {g['health']['status']
+                                  for g in host['gpus'].values()})
+        self.assertEqual(1, len(host['notes']))
+        self.assertTrue(host['notes'][0].startswith(
+            '%s: NVLinked GPUs {0000:06:00.0, 0000:85:00.0}; ' % topo))
+        groups = self._load(host).groups
+        self.assertEqual([('compute-01_nvlink-group-of-4-a', tuple(quads[0]),
+                           ('CUSTOM_PCI_GROUP2', 'CUSTOM_PCI_GROUP4')),
+                          ('compute-01_nvlink-group-of-4-b', tuple(quads[1]),
+                           ('CUSTOM_PCI_GROUP2', 'CUSTOM_PCI_GROUP4'))],
+                         [(g.name, g.members, g.traits) for g in groups])
+
+    def test_dgx1_board_judges_the_wiring(self):
+        mapping = self.write('map.json', json.dumps(
+            {a: i + 1 for i, a in enumerate(DGX1)}))
+        query = self.write('q.txt', helpers.query_text(list(DGX1)))
+        text = helpers.read_fixture('nvidia-smi',
+                                    'topo-dgx1-v100-runtogether-header.txt')
+        topo = self.write('topo.txt', text.replace(
+            'GPU1\tNV1\t X \tNV2', 'GPU1\tNV1\t X \tNV1').replace(
+            'GPU2\tNV1\tNV2', 'GPU2\tNV1\tNV1'))
+        host = self.inspect('--mapping', mapping, '--board', 'dgx-1-v100',
+                            '--nvidia-smi-q', query, '--topo-matrix', topo,
+                            '--no-fm', nvswitches=False, gpus=DGX1,
+                            device='0x1db5', driver='nvidia')
+        self.assertEqual('dgx-1-v100', host['board'])
+        self.assertNotIn('groups', host)
+        degraded = {a: g['health']['reasons']
+                    for a, g in host['gpus'].items()
+                    if g['health']['status'] != 'ok'}
+        reason = ('NVLink to %s: NV1 below the expected NV2 (board '
+                  'dgx-1-v100, nvidia-smi topo -m)')
+        self.assertEqual({'0000:07:00.0': [reason % '0000:0a:00.0'],
+                          '0000:0a:00.0': [reason % '0000:07:00.0']},
+                         degraded)
+        self.assertEqual(
+            [g.members for g in self._load(host).groups],
+            [tuple(list(DGX1)[:4]), tuple(list(DGX1)[4:])])
+
+    def test_a100_4gpu_whole_host_mesh(self):
+        query = self.write('q.txt', helpers.query_text(list(A100_4)))
+        topo = helpers.fixture_path('nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')
+        host = self.inspect('--nvidia-smi-q', query, '--topo-matrix', topo,
+                            '--no-fm', nvswitches=False, gpus=A100_4,
+                            device='0x20b2', driver='nvidia')
+        self.assertEqual([{'members': list(A100_4), 'source': 'topo-matrix',
+                           'mesh': True}], host['groups'])
+        self.assertNotIn('notes', host)
+        group, = self._load(host).groups
+        self.assertEqual(('compute-01_nvlink-group-of-4-a', None,
+                          ('CUSTOM_PCI_GROUP2', 'CUSTOM_PCI_GROUP4')),
+                         (group.name, group.parent, group.traits))
+
+    def test_affinity_disagreeing_with_sysfs(self):
+        query = self.write('q.txt', helpers.query_text(list(A100_4)))
+        topo = helpers.fixture_path('nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')
+        host = self.inspect(
+            '--nvidia-smi-q', query, '--topo-matrix', topo, '--no-fm',
+            nvswitches=False, gpus=dict(A100_4, **{'0000:41:00.0': 0}),
+            device='0x20b2', driver='nvidia',
+            local_cpus={'0000:01:00.0': '48-63',
+                        '0000:81:00.0': '96-111,112-127'})
+        self.assertEqual([
+            '0000:41:00.0: %s gives NUMA Affinity 1, sysfs numa_node 0 (the '
+            'fragment keeps sysfs)' % topo,
+            '0000:81:00.0: %s gives CPU Affinity 112-127, sysfs local_cpulist'
+            ' 96-127' % topo], host['notes'])
+        self.assertEqual(0, host['gpus']['0000:41:00.0']['numa_node'])
+
+    def test_lost_gpu_is_unhealthy_and_reserved(self):
+        query = helpers.fixture_path('nvidia-smi',
+                                     'q-hgx-a100-4gpu-lost-gpu.txt')
+        mapping = self.write('map.json', json.dumps(
+            {a: i + 1 for i, a in enumerate(A100_4)}))
+        host = self.inspect('--mapping', mapping, '--board', 'hgx-a100-4gpu',
+                            '--nvidia-smi-q', query, '--no-fm',
+                            nvswitches=False, gpus=A100_4, device='0x20b2',
+                            driver='nvidia')
+        self.assertEqual({'status': 'unhealthy', 'reasons': [
+            'nvidia-smi cannot open it: ' + LOST]},
+            host['gpus']['0000:c1:00.0']['health'])
+        self.assertEqual(['%s reports GPU 0000:c1:00.0 lost: %s'
+                          % (query, LOST)], host['notes'])
+        from nvlink_placement.plan import desired
+        wanted = desired.from_topology(self._load(host))
+        self.assertEqual(
+            {'compute-01_0000:C1:00.0'},
+            {n for n, gpu in wanted.gpus.items() if gpu.reserve})
+        self.assertEqual('compute-01_nvlink-group-of-4-a',
+                         wanted.gpus['compute-01_0000:C1:00.0'].parent)
+
+    def test_gpu_missing_from_query_is_named(self):
+        query = self.write('q.txt', helpers.query_text(list(A100_4)[:3],
+                                                       attached=4))
+        host = self.inspect('--nvidia-smi-q', query, '--no-fm',
+                            nvswitches=False, gpus=A100_4, device='0x20b2',
+                            driver='nvidia')
+        self.assertEqual({'status': 'degraded', 'reasons': [
+            'bound to the nvidia driver, but %s does not describe it (4 GPUs '
+            'attached, 3 described)' % query]},
+            host['gpus']['0000:c1:00.0']['health'])
+        self.assertEqual([
+            '0000:c1:00.0 is bound to the nvidia driver but missing from %s'
+            % query, '%s says 4 GPUs are attached, but describes 3' % query],
+            host['notes'])
+
+
 class TestOtherSources(HostInspectTest):
 
     def test_board_only(self):

@@ -129,6 +129,57 @@ class TestParseQuery(base.BaseTestCase):
                          'listed at line 1', str(exc))
 
 
+class TestLostGpus(base.BaseTestCase):
+
+    def test_lost_gpu_capture(self):
+        name = 'q-hgx-a100-4gpu-lost-gpu.txt'
+        report = nvidia_smi.parse_query(
+            helpers.read_fixture('nvidia-smi', name), name)
+        self.assertEqual(['0000:01:00.0', '0000:41:00.0', '0000:81:00.0'],
+                         [g.address for g in report.gpus])
+        self.assertEqual([1, 2, 3], [g.module_id for g in report.gpus])
+        self.assertEqual(4, report.attached)
+        self.assertEqual({'0000:c1:00.0': (
+            663, 'GPU is lost. Reboot the system to recover this GPU')},
+            report.lost)
+        self.assertEqual(0, report.unaccounted())
+
+    def test_wordings_and_unaccounted(self):
+        text = ('Attached GPUs                             : 3\n'
+                'Unable to determine the device handle for GPU0000:07:00.0: '
+                'Unknown Error\n'
+                'GPU 00000000:18:00.0\n'
+                '    Module ID                             : 1\n')
+        report = nvidia_smi.parse_query(text, 'q.txt')
+        self.assertEqual({'0000:07:00.0': (2, 'Unknown Error')}, report.lost)
+        self.assertEqual(['0000:18:00.0'], [g.address for g in report.gpus])
+        self.assertEqual(1, report.unaccounted())
+
+    def test_every_gpu_lost(self):
+        report = nvidia_smi.parse_query(
+            'Unable to determine the device handle for GPU 0000:C1:00.0: GPU '
+            'is lost. Reboot the system to recover this GPU\n', 'q.txt')
+        self.assertEqual([], report.gpus)
+        self.assertEqual(['0000:c1:00.0'], list(report.lost))
+        self.assertIsNone(report.attached)
+        self.assertEqual(0, report.unaccounted())
+
+    def test_lost_and_described(self):
+        text = ('GPU 00000000:C1:00.0\n'
+                'Unable to determine the device handle for GPU 0000:c1:00.0:'
+                ' GPU is lost\n')
+        exc = self.assertRaises(errors.NvlinkError, nvidia_smi.parse_query,
+                                text, 'q.txt')
+        self.assertEqual('q.txt: line 2: GPU 0000:c1:00.0 is reported lost, '
+                         'but line 1 describes it', str(exc))
+
+    def test_bad_attached_count(self):
+        exc = self.assertRaises(errors.NvlinkError, nvidia_smi.parse_query,
+                                'Attached GPUs : many\n', 'q.txt')
+        self.assertEqual("q.txt: line 1: Attached GPUs 'many' is not a "
+                         "number", str(exc))
+
+
 class TestRun(base.BaseTestCase):
     """nvidia-smi as a program on PATH (a shell script standing in)."""
 
@@ -156,6 +207,19 @@ class TestRun(base.BaseTestCase):
         self.assertEqual((None, '`nvidia-smi -q` exited with 6 (No devices '
                           'were found) and was not used'),
                          nvidia_smi.run(['-q']))
+
+    def test_lost_gpu_output_is_kept_for_query(self):
+        self._install('echo "GPU 00000000:18:00.0"\n'
+                      'echo "Unable to determine the device handle for GPU '
+                      '0000:C1:00.0: GPU is lost. Reboot the system to '
+                      'recover this GPU" >&2\nexit 15\n')
+        text, note = nvidia_smi.run(['-q'], keep_failed=True)
+        self.assertEqual('GPU 00000000:18:00.0\n\nUnable to determine the '
+                         'device handle for GPU 0000:C1:00.0: GPU is lost. '
+                         'Reboot the system to recover this GPU\n', text)
+        self.assertEqual('`nvidia-smi -q` exited with 15 (GPU '
+                         '00000000:18:00.0); its output was read', note)
+        self.assertIsNone(nvidia_smi.run(['-q'])[0])
 
     def test_timeout(self):
         self._install('exec sleep 10\n')
