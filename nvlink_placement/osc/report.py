@@ -47,10 +47,11 @@ class Capacity(command.Lister):
     """How many more instances of each size fit, per host and in total.
 
     One row per host and size (1, every NVLink domain size, the whole
-    host): fits = fully free domains of that size, GPUs free / used /
-    reserved, and broken_domains = domains of that size partly taken by
-    smaller instances (fragmentation). Rows with host "total" sum the
-    cloud. Costs two GETs per GPU.
+    host): fits = fully free domains of that size (a mesh, where any N GPUs
+    are linked, holds free // N), GPUs free / used / reserved, and
+    broken_domains = domains of that size partly taken by smaller instances
+    (fragmentation). Rows with host "total" sum the cloud. Costs two GETs
+    per GPU.
     """
 
     auth_required = False
@@ -64,7 +65,8 @@ class Capacity(command.Lister):
         topology, prefix = _topology(parsed_args)
         with common.placement(self.app, parsed_args) as client:
             state, roots, uses = _read(client, parsed_args.host, prefix)
-        hosts = capacity.hosts_from_state(state, uses, roots, topology)
+        hosts = capacity.hosts_from_state(state, uses, roots, topology,
+                                          prefix)
         return capacity.COLUMNS, capacity.rows(hosts)
 
 

@@ -1,16 +1,21 @@
 """How many more instances of each size fit, per host and in total.
 
 An N-GPU instance fits in an N-GPU NVLink domain whose GPUs are all free
-(DESIGN.md section 5: a flavor of N GPUs asks for one N-domain). Size 1
-fits on any free GPU; the whole-host size needs every GPU free. A domain
-is *broken* when some but not all of its GPUs are taken (used or reserved):
-smaller instances fragment it.
+(DESIGN.md section 5: a flavor of N GPUs asks for one N-domain), or in any
+N free GPUs of a mesh that serves N (a free 4-GPU mesh holds two 2-GPU
+instances, any pairs). Size 1 fits on any free GPU; the whole-host size
+needs every GPU free. A domain is *broken* when some but not all of its
+GPUs are taken (used or reserved): smaller instances fragment it; a mesh
+is broken for size N when some of its GPUs are taken and its free GPUs are
+not a multiple of N (some of them cannot serve size N).
 """
 
 import dataclasses
+import re
 
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import usage
+from nvlink_placement.topology import model
 
 COLUMNS = ('host', 'size', 'fits', 'free_gpus', 'used_gpus',
            'reserved_gpus', 'broken_domains')
@@ -24,10 +29,37 @@ class HostGpus:
     :ivar status: dict GPU key -> ``free``/``used``/``reserved``.
     :ivar domains: list of ``(size, frozenset of GPU keys)``: the NVLink
         domains with their nominal size.
+    :ivar meshes: list of ``(sizes, frozenset of GPU keys)``: the meshes
+        with the sizes they serve.
     """
     name: str
     status: dict
     domains: list
+    meshes: list = dataclasses.field(default_factory=list)
+
+
+def _count(host, size):
+    """``(fits, broken)`` of ``size`` on ``host``."""
+    fits = broken = 0
+    whole = frozenset(host.status)
+    units = [(1, frozenset([g])) for g in host.status] if size == 1 else []
+    units += [(n, m) for n, m in host.domains if n == size]
+    meshes = [m for sizes, m in host.meshes if size in sizes]
+    if size == len(whole) > 1 and whole not in meshes and (
+            (size, whole) not in units):
+        units.append((size, whole))
+    for nominal, members in units:
+        taken = sum(1 for g in members if host.status[g] != usage.FREE)
+        if taken == 0 and len(members) == nominal:
+            fits += 1
+        elif 0 < taken < len(members):
+            broken += 1
+    for members in meshes:
+        free = sum(1 for g in members if host.status[g] == usage.FREE)
+        fits += free // size
+        if free < len(members) and free % size:
+            broken += 1
+    return fits, broken
 
 
 def rows(hosts):
@@ -42,21 +74,12 @@ def rows(hosts):
         states = list(host.status.values())
         counts = (states.count(usage.FREE), states.count(usage.USED),
                   states.count(usage.RESERVED))
-        sizes = {1: [(1, frozenset([g])) for g in host.status]}
-        for size, members in host.domains:
-            sizes.setdefault(size, []).append((size, members))
-        whole = len(host.status)
-        if whole > 1:
-            sizes[whole] = [(whole, frozenset(host.status))]
+        sizes = {1} | {n for n, _ in host.domains} | {
+            n for served, _ in host.meshes for n in served}
+        if len(host.status) > 1:
+            sizes.add(len(host.status))
         for size in sorted(sizes):
-            fits = broken = 0
-            for nominal, members in sizes[size]:
-                taken = sum(1 for g in members
-                            if host.status[g] != usage.FREE)
-                if taken == 0 and len(members) == nominal:
-                    fits += 1
-                elif 0 < taken < len(members):
-                    broken += 1
+            fits, broken = _count(host, size)
             row = (host.name, size, fits) + counts + (broken,)
             out.append(row)
             total = totals.setdefault(size, [0] * 5)
@@ -67,38 +90,52 @@ def rows(hosts):
     return out
 
 
-def hosts_from_state(state, uses, roots, topology=None):
+def hosts_from_state(state, uses, roots, topology=None,
+                     prefix=model.DEFAULT_TRAIT_PREFIX):
     """Build :class:`HostGpus` for the trees ``roots`` of ``state``.
 
-    Domains come from ``topology`` when given (by Nova RP name), otherwise
-    from the tree itself: every RP carrying the owner trait is a domain of
-    the size its name states (``..._nvlink-group-of-<N>-<letter>``) holding
-    the PCI RPs below it.
+    Domains and meshes come from ``topology`` when given (by Nova RP name),
+    otherwise from the tree itself: every RP carrying the owner trait is a
+    group holding the PCI RPs below it, serving the sizes of its
+    ``<prefix><N>`` traits (a mesh when there are several), or the size
+    its name states (``..._nvlink-group-of-<N>-<letter>``) when it has
+    none.
 
     :param uses: dict RP uuid -> :class:`nvlink_placement.placement.usage.
         GpuUse` for the PCI RPs.
+    :param prefix: the group trait prefix of the tree.
     """
+    size_trait = re.compile('^%s([0-9]+)$' % re.escape(prefix))
     hosts = []
     for root in roots:
         cn = state.by_uuid[root]
         gpus = {p.uuid: p for p in state.tree(root) if p.uuid in uses}
         status = {p.name: uses[u].status for u, p in gpus.items()}
-        domains = []
+        domains, meshes = [], []
         if topology is not None and cn.name in topology.hosts:
             host = topology.hosts[cn.name]
             for group in host.groups:
                 names = frozenset(host.gpu_provider_name(a)
-                                  for a in group.members)
-                domains.append((group.size, names & set(status)))
+                                  for a in group.members) & set(status)
+                if group.mesh:
+                    meshes.append((group.sizes, names))
+                else:
+                    domains.append((group.size, names))
         else:
             for group in state.tree(root):
-                size = group_size(group.name)
-                if naming.OWNER_TRAIT not in group.traits or size is None:
+                if naming.OWNER_TRAIT not in group.traits:
                     continue
+                sizes = sorted(int(m.group(1)) for m in map(
+                    size_trait.match, group.traits) if m)
+                if not sizes and group_size(group.name) is not None:
+                    sizes = [group_size(group.name)]
                 below = frozenset(p.name for p in gpus.values()
                                   if _descends(state, p, group.uuid))
-                domains.append((size, below))
-        hosts.append(HostGpus(cn.name, status, domains))
+                if len(sizes) > 1:
+                    meshes.append((tuple(sizes), below))
+                elif sizes:
+                    domains.append((sizes[0], below))
+        hosts.append(HostGpus(cn.name, status, domains, meshes))
     return hosts
 
 

@@ -19,7 +19,8 @@ class TestExamples(base.BaseTestCase):
 
     def test_topologies_load(self):
         expected = {'hgx-h100.yaml': (2, 12), 'hgx-b200.yaml': (1, 6),
-                    'hgx-a100.yaml': (1, 6), 'pcie-bridge-pairs.yaml': (1, 2)}
+                    'hgx-a100.yaml': (1, 6), 'pcie-bridge-pairs.yaml': (1, 2),
+                    'direct-nvlink.yaml': (3, 4)}
         found = {}
         for path in glob.glob(os.path.join(ETC, 'examples', '*.yaml')):
             topology = loader.load(path)
