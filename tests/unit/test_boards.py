@@ -25,6 +25,29 @@ class TestLaminar(base.BaseTestCase):
                          laminar.largest_laminar_family(sets))
 
 
+class TestCliques(base.BaseTestCase):
+
+    def test_cube_mesh_keeps_the_quads(self):
+        quads = [(1, 2, 3, 4), (5, 6, 7, 8)]
+        edges = [(a, b) for q in quads for i, a in enumerate(q)
+                 for b in q[i + 1:]] + [(1, 5), (2, 6), (3, 7), (4, 8)]
+        nodes = list(range(1, 9))
+        self.assertEqual(quads + [(1, 5), (2, 6), (3, 7), (4, 8)],
+                         sorted(laminar.cliques(nodes, edges),
+                                key=lambda c: (-len(c), c)))
+        self.assertEqual((quads, [(1, 5), (2, 6), (3, 7), (4, 8)]),
+                         laminar.mesh_family(nodes, edges))
+
+    def test_isolated_nodes_and_pairs(self):
+        self.assertEqual(([('a', 'b'), ('c', 'd')], []),
+                         laminar.mesh_family(['a', 'b', 'c', 'd', 'e'],
+                                             [('a', 'b'), ('d', 'c')]))
+
+    def test_chain_keeps_the_earliest_pair(self):
+        self.assertEqual(([(0, 1)], [(1, 2)]),
+                         laminar.mesh_family([0, 1, 2], [(1, 2), (0, 1)]))
+
+
 class TestCatalog(base.BaseTestCase):
 
     def test_h100_diagonal_pairs(self):
@@ -60,6 +83,33 @@ class TestCatalog(base.BaseTestCase):
         self.assertIn((1, 4, 6, 7), board.groups)
         self.assertIn((14, 15), board.groups)
         self.assertEqual([], laminar.conflicts(board.groups))
+
+    def test_nvswitch_boards_have_no_wiring(self):
+        self.assertIsNone(boards.get('hgx-h100-8gpu').links)
+        self.assertEqual((), boards.get('hgx-b200-8gpu').meshes)
+
+    def test_four_gpu_direct_boards_are_one_mesh(self):
+        for name, links in (('hgx-h100-4gpu', 6), ('hgx-h200-4gpu', 6),
+                            ('hgx-a100-4gpu', 4), ('gb200-tray-4gpu', 18)):
+            board = boards.get(name)
+            self.assertEqual(((1, 2, 3, 4),), board.groups, name)
+            self.assertEqual(board.groups, board.meshes, name)
+            self.assertEqual({links}, set(board.links.values()), name)
+            self.assertEqual(6, len(board.links), name)
+
+    def test_dgx1_cube_mesh(self):
+        v100, p100 = boards.get('dgx-1-v100'), boards.get('dgx-1-p100')
+        for board in (v100, p100):
+            self.assertEqual(((1, 2, 3, 4), (5, 6, 7, 8)), board.meshes)
+            self.assertEqual(((None, (1, 5)), (None, (2, 6)), (None, (3, 7)),
+                              (None, (4, 8))), board.dropped)
+        self.assertEqual(set(v100.links), set(p100.links))
+        self.assertEqual({1}, set(p100.links.values()))
+        # V100: six NVLinks on every GPU, NV1 and NV2 on every GPU.
+        for gpu in range(1, 9):
+            mine = [n for pair, n in v100.links.items() if gpu in pair]
+            self.assertEqual((6, {1, 2}), (sum(mine), set(mine)), gpu)
+        self.assertEqual((2, 1), (v100.links[(1, 4)], v100.links[(3, 7)]))
 
     def test_unknown(self):
         self.assertRaises(KeyError, boards.get, 'hgx-z9000')

@@ -265,3 +265,86 @@ class TestLoader(base.BaseTestCase):
               '3, 4, 5, 6, 7, 8)'),
              ('F: hosts.c1.gpus["0000:4c:00.0"]',
               'module id 4 is also given to 0000:3b:00.0')], found)
+
+
+class TestMeshes(TestLoader):
+    """``mesh: true``: any N of the group's GPUs are linked."""
+
+    QUAD = ['0000:19:00.0', '0000:3b:00.0', '0000:9b:00.0', '0000:bb:00.0']
+
+    def test_whole_host_mesh_makes_its_provider(self):
+        topology = loader.parse({'version': 1, 'hosts': {'h': {'groups': [
+            {'members': self.QUAD, 'mesh': True}]}}}, 't.yaml')
+        group, = topology.hosts['h'].groups
+        self.assertEqual(('h_nvlink-group-of-4-a', 4, 'CUSTOM_PCI_GROUP4',
+                          True, (2, 4),
+                          ('CUSTOM_PCI_GROUP2', 'CUSTOM_PCI_GROUP4'), None),
+                         (group.name, group.size, group.trait, group.mesh,
+                          group.sizes, group.traits, group.parent))
+        host = topology.hosts['h']
+        self.assertEqual(group.name, host.domain_label(self.QUAD[1:3], 2))
+        self.assertIsNone(host.domain_label(self.QUAD[:3], 3))
+        self.assertEqual({frozenset(self.QUAD): group.name}, host.meshes(2))
+        # The same group without mesh: a whole-host domain, no provider.
+        topology = loader.parse({'version': 1, 'hosts': {'h': {'groups': [
+            {'members': self.QUAD}]}}}, 't.yaml')
+        self.assertEqual([], topology.hosts['h'].groups)
+
+    def test_board_meshes_with_a_custom_prefix(self):
+        doc = {'version': 1, 'group_trait_prefix': 'CUSTOM_NVL',
+               'boards': {'two-quads': {'gpus': list(range(1, 9)), 'groups': [
+                   list(range(1, 9)),
+                   {'members': [1, 2, 3, 4], 'mesh': True},
+                   {'members': [5, 6, 7, 8], 'mesh': False}, [5, 6]]}},
+               'hosts': {'h': {'board': 'two-quads', 'gpus': {
+                   '0000:%02x:00.0' % m: m for m in range(1, 9)}}}}
+        groups = loader.parse(doc, 't.yaml').hosts['h'].groups
+        self.assertEqual(
+            [('h_nvlink-group-of-4-a', True, ('CUSTOM_NVL2', 'CUSTOM_NVL4')),
+             ('h_nvlink-group-of-4-b', False, ('CUSTOM_NVL4',)),
+             ('h_nvlink-group-of-2-a', False, ('CUSTOM_NVL2',))],
+            [(g.name, g.mesh, g.traits) for g in groups])
+
+    def test_catalog_mesh_board_and_excluded_gpu(self):
+        gpus = {'0000:01:00.0': 1, '0000:41:00.0': 2, '0000:81:00.0': 3,
+                '0000:c1:00.0': {'module_id': 4,
+                                 'excluded': 'MIG mode enabled'}}
+        doc = {'version': 1, 'hosts': {'h': {'board': 'hgx-a100-4gpu',
+                                             'gpus': gpus}}}
+        group, = loader.parse(doc, 't.yaml').hosts['h'].groups
+        # The excluded GPU leaves the mesh; the name and traits stay.
+        self.assertEqual(('h_nvlink-group-of-4-a', 3, (2, 4)),
+                         (group.name, len(group.members), group.sizes))
+
+    def test_mesh_holds_no_group(self):
+        found = self.problems(
+            'version: 1\nhosts:\n  h:\n    groups:\n'
+            '      - members: ["0000:01:00.0", "0000:02:00.0", '
+            '"0000:03:00.0"]\n        mesh: true\n'
+            '      - ["0000:01:00.0", "0000:02:00.0"]\n'
+            '      - ["0000:04:00.0", "0000:05:00.0"]\n')
+        self.assertEqual([(
+            'F: hosts.h.groups[1]',
+            "group ['0000:01:00.0', '0000:02:00.0'] lies inside mesh 0 "
+            "['0000:01:00.0', '0000:02:00.0', '0000:03:00.0'], which already "
+            "makes any 2 of its GPUs an NVLink domain: drop the group")],
+            found)
+
+    def test_mesh_must_be_boolean(self):
+        found = self.problems(
+            'version: 1\nhosts:\n  h:\n    groups:\n'
+            '      - members: ["0000:01:00.0", "0000:02:00.0"]\n'
+            '        mesh: yes please\n')
+        self.assertEqual(1, len(found))
+        self.assertEqual('F: hosts.h.groups[0]', found[0][0])
+
+    def test_board_and_groups_must_agree_on_meshes(self):
+        found = self.problems(
+            'version: 1\nhosts:\n  h:\n    board: hgx-h100-4gpu\n'
+            '    gpus: {"0000:19:00.0": 1, "0000:3b:00.0": 2, '
+            '"0000:9b:00.0": 3, "0000:bb:00.0": 4}\n'
+            '    groups:\n      - ["0000:19:00.0", "0000:3b:00.0", '
+            '"0000:9b:00.0", "0000:bb:00.0"]\n')
+        self.assertEqual([('F: hosts.h.groups', 'groups disagree with board '
+                           'hgx-h100-4gpu mapped through the module ids; fix '
+                           'the mapping or drop one of them')], found)

@@ -174,3 +174,46 @@ class TestDomains(base.BaseTestCase):
                          set(generate.domains(host, 4)))
         self.assertEqual({}, generate.domains(host, 8))
         self.assertEqual([1, 2, 4, 7], generate.default_sizes([host]))
+
+
+def _mesh_host(name_count=4):
+    return {'groups': [{'members': ['0000:%02x:00.0' % (0x10 * (i + 1))
+                                    for i in range(name_count)],
+                        'mesh': True}]}
+
+
+class TestMeshHosts(base.BaseTestCase):
+
+    def test_mesh_only_fleet(self):
+        hosts = helpers.hosts(m1=_mesh_host(), m2=_mesh_host())
+        # Pairs are mesh domains; 4 is the whole host (no subtree needed,
+        # so upstream Nova can express it).
+        self.assertEqual([2], generate.domain_sizes(hosts))
+        self.assertEqual([(1, 'single'), (2, 'domain'), (4, 'whole-host')],
+                         [(f.size, f.kind) for f in
+                          generate.generate(hosts, 'a').flavors])
+        upstream = generate.generate(hosts, 'a', dialect='upstream')
+        self.assertEqual([1, 4], [f.size for f in upstream.flavors])
+
+    def test_mesh_next_to_nvswitch_hosts(self):
+        hosts = helpers.hosts(**{'compute-01': helpers.h100_host(),
+                                 'm1': _mesh_host()})
+        generated = generate.generate(hosts, 'a')
+        self.assertEqual([(1, 'single'), (2, 'domain'), (4, 'domain'),
+                          (8, 'whole-host')],
+                         [(f.size, f.kind) for f in generated.flavors])
+        # The mesh provider carries GROUP2 and GROUP4: no host is left out.
+        self.assertEqual([], generated.notes)
+
+    def test_mesh_domains(self):
+        host, = helpers.hosts(m1=_mesh_host())
+        members = frozenset(host.gpus)
+        self.assertEqual({}, generate.domains(host, 2))
+        self.assertEqual({members: 'm1_nvlink-group-of-4-a'},
+                         host.meshes(2))
+        self.assertEqual({members: 'm1 (whole host)'},
+                         generate.domains(host, 4))
+        self.assertEqual('m1_nvlink-group-of-4-a', host.domain_label(
+            sorted(members)[1:3], 2))
+        self.assertEqual('m1 (whole host)', host.domain_label(members, 4))
+        self.assertIsNone(host.domain_label(sorted(members)[:3], 3))

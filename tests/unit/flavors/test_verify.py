@@ -174,6 +174,56 @@ class TestCheck(base.BaseTestCase):
                           'named compute-01 in Placement'], result.warnings)
 
 
+DGX1 = ['0000:%s:00.0' % b for b in ('06', '07', '0a', '0b', '85', '86',
+                                     '89', '8a')]
+
+
+class TestMeshCheck(base.BaseTestCase):
+    """A DGX-1: two quad meshes; any pair inside a quad is a domain."""
+
+    def setUp(self):
+        super().setUp()
+        self.hosts = helpers.hosts(dgx1={'board': 'dgx-1-v100', 'gpus': {
+            a: i + 1 for i, a in enumerate(DGX1)}})
+        self.providers = {'cn': ('dgx1', 'cn')}
+        self.providers.update({'g%d' % i: ('dgx1_' + a.upper(), 'cn')
+                               for i, a in enumerate(DGX1)})
+        spec = [f for f in generate.generate(self.hosts, 'v100').flavors
+                if f.size == 2][0]
+        self.request = request.build(request.flavor_from_dict(
+            spec.as_dict()), {'v100': request.Alias('v100', RC)})
+
+    def check(self, *pairs, free=range(8)):
+        body = {'allocation_requests': [
+            {'allocations': {'g%d' % i: {'resources': {RC: 1}}
+                             for i in pair}} for pair in pairs],
+            'provider_summaries': {
+                'g%d' % i: {'resources': {RC: {'capacity': 1, 'used': 0}}}
+                for i in range(8)}}
+        return verify.check(self.request, self.hosts, body, self.providers,
+                            {'g%d' % i for i in free}, None).hosts[0]
+
+    def test_any_pair_inside_a_quad(self):
+        host = self.check((0, 3), (3, 0), (1, 2), (4, 7), (0, 4))
+        self.assertEqual({frozenset([DGX1[0], DGX1[3]]),
+                          frozenset([DGX1[1], DGX1[2]]),
+                          frozenset([DGX1[4], DGX1[7]])}, host.valid)
+        self.assertEqual({frozenset([DGX1[0], DGX1[4]]): (
+            'not one NVLink domain of 2: 0000:06:00.0 in '
+            'dgx1_nvlink-group-of-4-a; 0000:85:00.0 in '
+            'dgx1_nvlink-group-of-4-b')}, host.invalid)
+        self.assertEqual({}, host.missing)
+
+    def test_a_mesh_is_missing_once(self):
+        host = self.check((0, 1), free=(0, 1, 2, 3, 5, 6, 7))
+        # Quad a offered a pair; quad b has 3 free GPUs and offered none.
+        self.assertEqual({frozenset(DGX1[5:]):
+                          'dgx1_nvlink-group-of-4-b (any 2)'}, host.missing)
+        self.assertEqual(2, len(self.check().missing))
+        # One free GPU cannot hold a pair: nothing is missing there.
+        self.assertEqual({}, self.check((0, 1), free=(0, 1, 4)).missing)
+
+
 class TestTimeout(base.BaseTestCase):
     """A live Placement that never answers: the query gives up, clearly."""
 
