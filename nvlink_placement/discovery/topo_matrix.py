@@ -374,6 +374,13 @@ def analyse(matrix, addresses, nvswitch_board, wiring=None):
                                  key=pci.address_sort_key))
                     for c in cliques]
         groups, dropped = by_address(kept), by_address(crossing)
+        notes.extend(
+            '%s: %d GPUs all NVLinked to each other without NVSwitches in '
+            'sysfs: no direct NVLink board links more than 4 GPUs '
+            'all-to-all; if this is an NVSwitch board whose switches are '
+            'not visible, its domains are Fabric Manager partitions (give '
+            'FM data or --board), not this mesh' % (matrix.source, len(c))
+            for c in groups if len(c) > 4)
         if dropped:
             notes.append(
                 '%s: NVLinked GPUs %s cross the meshes kept and get no '

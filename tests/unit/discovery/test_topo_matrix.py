@@ -325,6 +325,16 @@ class TestDirectNvlink(base.BaseTestCase):
                       'is not judged from the matrix; give --board for the '
                       'designed wiring', view.notes)
 
+    def test_eight_gpu_mesh_without_nvswitch_is_questioned(self):
+        view = self._view(8, lambda i, j: 'NV18')
+        self.assertEqual([tuple(_addresses(8))], view.groups)
+        self.assertEqual(['m.txt: 8 GPUs all NVLinked to each other without '
+                          'NVSwitches in sysfs: no direct NVLink board links '
+                          'more than 4 GPUs all-to-all; if this is an '
+                          'NVSwitch board whose switches are not visible, '
+                          'its domains are Fabric Manager partitions (give '
+                          'FM data or --board), not this mesh'], view.notes)
+
     def test_hgx_h100_4gpu_nv6(self):
         matrix = _capture('topo-hgx-h100-4gpu-nv6.txt')
         self.assertEqual(['GPU0', 'GPU1', 'GPU2', 'GPU3', 'NIC0', 'NIC1',
