@@ -119,9 +119,16 @@ def _device_names(word, source, lineno):
 
 
 def _header(line, source, lineno):
-    """``(devices, attribute names)`` of a header line, or None."""
+    """``(devices, attribute names)`` of a header line, or None.
+
+    A header's first word is ``GPU0`` (or device names run together from
+    ``GPU0`` on) and no cell is ``X``.
+    """
     text = line.strip()
-    if not text.startswith('GPU0') or 'X' in text.split():
+    words = text.split()
+    first = _DEVICE.findall(words[0]) if words else []
+    if (not first or first[0] != 'GPU0' or ''.join(first) != words[0] or
+            'X' in words):
         return None
     match = _ATTRIBUTES.search(text)
     cut = match.start() if match else len(text)

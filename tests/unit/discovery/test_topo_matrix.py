@@ -168,7 +168,8 @@ class TestParseErrorsAndEras(base.BaseTestCase):
     def test_no_header(self):
         self.assertEqual('t.txt: no `nvidia-smi topo -m` header (a row of '
                          'column names starting with GPU0) found',
-                         self._error('GPU 00000000:18:00.0\n'))
+                         self._error('GPU 00000000:18:00.0\nGPU0: H100\n'
+                                     'GPU0GPU1 X\n'))
 
     def test_unknown_cell(self):
         self.assertEqual("t.txt: line 2: GPU0/GPU1: unexpected cell 'NVX'",
@@ -399,10 +400,10 @@ class TestDirectNvlink(base.BaseTestCase):
 
     def test_header_word_that_does_not_split(self):
         exc = self.assertRaises(errors.NvlinkError, topo_matrix.parse,
-                                '# capture\n\tGPU0GPU1-x\tCPU Affinity\n',
-                                't.txt')
+                                '# capture\n\tGPU0\tGPU1GPU2-x\tCPU '
+                                'Affinity\n', 't.txt')
         self.assertEqual("t.txt: line 2: cannot split header word "
-                         "'GPU0GPU1-x' into device names (GPU<n>, NIC<n>, "
+                         "'GPU1GPU2-x' into device names (GPU<n>, NIC<n>, "
                          "<name>_<n>)", str(exc))
 
     def test_header_word_of_another_nic_form_stays_whole(self):
