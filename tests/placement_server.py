@@ -98,8 +98,8 @@ class PlacementServer(object):
             try:
                 if requests.get(self.url + '/', timeout=2).status_code == 200:
                     return self
-            except requests.ConnectionError:
-                pass
+            except (requests.ConnectionError, requests.Timeout):
+                pass   # not listening yet, or still loading the app
             time.sleep(0.2)
         self.stop()
         raise RuntimeError('Placement did not answer in %ds' % timeout)

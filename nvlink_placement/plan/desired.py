@@ -6,11 +6,15 @@ import typing
 
 @dataclasses.dataclass(frozen=True)
 class DesiredGroup:
-    """A group RP: ``parent`` is a group name or None (compute node)."""
+    """A group RP: ``parent`` is a group name or None (compute node).
+
+    :ivar size: nominal size of the NVLink domain (GPUs in the full domain).
+    """
     name: str
     parent: typing.Optional[str]
     trait: str
     detail: str
+    size: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +54,20 @@ class DesiredHost:
         """The group traits this host's tree uses."""
         return {g.trait for g in self.groups}
 
+    def domains(self):
+        """``[(group, frozenset of Nova PCI RP names)]``: each group's GPUs.
+
+        A GPU belongs to its parent group and to every group above it.
+        """
+        parent_of = {g.name: g.parent for g in self.groups}
+        members = {g.name: set() for g in self.groups}
+        for name, gpu in self.gpus.items():
+            group = gpu.parent
+            while group:
+                members[group].add(name)
+                group = parent_of[group]
+        return [(g, frozenset(members[g.name])) for g in self.groups]
+
 
 def from_topology(host, health=True):
     """Desired tree for a :class:`nvlink_placement.topology.model.Host`.
@@ -60,7 +78,8 @@ def from_topology(host, health=True):
     :param health: reserve unhealthy GPUs (``reshape --no-health`` passes
         False).
     """
-    groups = [DesiredGroup(g.name, g.parent, g.trait, _group_detail(g))
+    groups = [DesiredGroup(g.name, g.parent, g.trait, _group_detail(g),
+                           size=g.size)
               for g in host.groups]
     gpus = {}
     ignored = set()
