@@ -162,8 +162,11 @@ class ProxyTestCase(base.BaseTestCase):
                                        '--os-endpoint', self.proxy.url)))
 
     def assertConverged(self, hosts, expected):
-        """Each host's tree equals ``expected``, with its instance's
-        allocation untouched and no provider outside its tree."""
+        """Each host's tree equals ``expected``.
+
+        Also: its instance's allocation is untouched, and no provider
+        named after it is outside its tree.
+        """
         for host in hosts:
             self.assertEqual(expected, shape(self.upstream, host), host)
             allocation = self.upstream.get('/allocations/%s'

@@ -151,8 +151,11 @@ class TestTransientFaults(FaultTestCase):
 
 
 class TestGenerationRace(FaultTestCase):
-    """Another writer changes the provider between the tool's read and its
-    write, once for every write the tool sends."""
+    """A competing write before each write of the tool.
+
+    Another writer changes the provider between the tool's read and its
+    write, once for every write the tool sends.
+    """
 
     def test_race_on_every_kind_of_write(self):
         hosts = self.hosts(2)
@@ -273,8 +276,11 @@ def compete(nova, request):
 
 
 class TestOutage(FaultTestCase):
-    """Placement unreachable for 30 s in the middle of a run (the default
-    retry window is 60 s). The one test that really waits."""
+    """Placement unreachable for 30 s in the middle of a run.
+
+    The default retry window (60 s) rides it out. The one test that really
+    waits.
+    """
 
     def test_outage_of_30_seconds(self):
         expected = self.expected()
@@ -301,8 +307,10 @@ class TestOutage(FaultTestCase):
 
 
 class TestThreadedSqlite(FaultTestCase):
-    """gunicorn with several threads on SQLite: concurrent writes make
-    Placement answer HTTP 500 "database is locked"."""
+    """gunicorn with several threads on SQLite.
+
+    Concurrent writes make Placement answer HTTP 500 "database is locked".
+    """
 
     THREADS = 4
 
