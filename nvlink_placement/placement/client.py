@@ -233,12 +233,14 @@ class PlacementClient(object):
             now = time.monotonic()
             if first_failure is None:
                 first_failure = now
-            delay = backoff(attempt) if retry_after is None else retry_after
+            waited = now - first_failure
+            if waited >= self.retry_window:
+                raise self._gave_up(method, url, kind, failure, waited)
+            # The last try falls on the end of the window.
+            delay = min(self.retry_window - waited, backoff(attempt)
+                        if retry_after is None else retry_after)
             if self.deadline is not None:
                 delay = min(delay, max(0.0, self.deadline - now))
-            if now + delay - first_failure > self.retry_window:
-                raise self._gave_up(method, url, kind, failure, now -
-                                    first_failure)
             with self._counter_lock:
                 self.retried[kind] += 1
             LOG.info('%s %s: %s; retrying in %.1f s', method,
