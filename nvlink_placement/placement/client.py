@@ -23,9 +23,10 @@ Two kinds of failure are retried, each where its meaning is known:
   429, 500, 502, 503 and 504 (a restarting Placement, a load balancer with
   no backend, SQLite's "database is locked"). The request is sent again
   after an exponential back-off with jitter (0.5 s doubling, capped at 5 s,
-  each delay drawn between half and all of its value; ``Retry-After`` is
-  honoured) until ``window`` seconds have passed since its first failure
-  (default 60 s: an outage of a minute is ridden out).
+  each delay drawn between half and all of its value; an integer
+  ``Retry-After`` is honoured up to 10 s) until ``retry_window`` seconds
+  have passed since its first failure; the last try falls on the end of
+  the window (default 60 s: an outage of a minute is ridden out).
 - *Generation races* (:func:`retry_on_conflict`):
   ``placement.concurrent_update`` means another writer (nova-compute
   refreshing its providers) changed the provider between our read and our
