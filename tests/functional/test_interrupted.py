@@ -126,6 +126,10 @@ class TestRollback(InterruptedTestCase):
             self.assertEqual(self.original, self.reader.tree(self.host),
                              'killed after %d writes' % k)
         self.assertFalse(self.killed_after(writes + 1, self.wanted))
+        # And once more read in full, nothing taken from the cache.
+        self.finish(self.flat)
+        self.assertEqual(self.original,
+                         TreeReader(self.upstream).tree(self.host))
 
 
 class TestForward(InterruptedTestCase):
@@ -147,3 +151,5 @@ class TestForward(InterruptedTestCase):
             self.assertEqual(self.original, self.reader.tree(self.host),
                              'flatten killed after %d writes'
                              % (1 + k % (flatten_writes - 1)))
+        self.assertEqual(self.original,
+                         TreeReader(self.upstream).tree(self.host))
