@@ -7,6 +7,7 @@ it authenticates itself the way ``osc_lib.shell.prepare_to_run_command``
 does.
 """
 
+import argparse
 import contextlib
 import sys
 
@@ -16,12 +17,6 @@ from keystoneauth1 import adapter as ks_adapter
 from nvlink_placement import errors
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot
-
-# keystoneauth retries (connection errors and these statuses), with its
-# exponential back-off.
-CONNECT_RETRIES = 3
-STATUS_RETRIES = 3
-RETRIABLE_STATUSES = (502, 503, 504)
 
 
 def add_placement_arguments(parser, save=True):
@@ -54,15 +49,62 @@ def authenticate(app):
     return manager
 
 
-def live_client(app):
-    """Authenticate through OSC and return a :class:`PlacementClient`."""
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError('%r is not a number of seconds'
+                                         % text)
+    return value
+
+
+def add_retry_arguments(parser):
+    """``--retry-window``, ``--request-timeout`` and ``--timeout``.
+
+    They apply to a live Placement (see
+    :mod:`nvlink_placement.placement.client` for the retry rules).
+    """
+    parser.add_argument(
+        '--retry-window', metavar='SECONDS', type=_seconds,
+        default=pc.DEFAULT_RETRY_WINDOW,
+        help='Keep resending a request that failed for a passing reason '
+             '(no connection, no answer, HTTP 429, 500, 502, 503, 504) for '
+             'this long after its first failure, waiting 0.5 s doubling to '
+             '5 s (with jitter) between tries (default %g; 0 never '
+             'resends).' % pc.DEFAULT_RETRY_WINDOW)
+    parser.add_argument(
+        '--request-timeout', metavar='SECONDS', type=_seconds,
+        default=pc.DEFAULT_REQUEST_TIMEOUT,
+        help='A request with no answer after this long counts as lost and '
+             'is resent (default %g; 0 waits for ever).'
+             % pc.DEFAULT_REQUEST_TIMEOUT)
+    parser.add_argument(
+        '--timeout', metavar='SECONDS', type=_seconds, dest='run_timeout',
+        help='Stop sending requests this long after the start (default: no '
+             'limit); hosts not finished are reported as failed, and the '
+             'next run continues where this one stopped.')
+
+
+def live_client(app, parsed_args=None):
+    """Authenticate through OSC and return a :class:`PlacementClient`.
+
+    Retries and timeouts come from :func:`add_retry_arguments` options when
+    the command has them, else the defaults. keystoneauth's own retries
+    stay off: the client is the one retry layer.
+    """
     manager = authenticate(app)
     adapter = ks_adapter.Adapter(
         session=manager.session, service_type='placement',
-        interface=manager.interface, region_name=manager.region_name,
-        connect_retries=CONNECT_RETRIES, status_code_retries=STATUS_RETRIES,
-        retriable_status_codes=list(RETRIABLE_STATUSES))
-    return pc.PlacementClient(adapter, description='Placement')
+        interface=manager.interface, region_name=manager.region_name)
+    return pc.PlacementClient(
+        adapter, description='Placement',
+        retry_window=getattr(parsed_args, 'retry_window',
+                             pc.DEFAULT_RETRY_WINDOW),
+        request_timeout=getattr(parsed_args, 'request_timeout',
+                                pc.DEFAULT_REQUEST_TIMEOUT) or None,
+        run_timeout=getattr(parsed_args, 'run_timeout', None))
 
 
 @contextlib.contextmanager
@@ -80,7 +122,7 @@ def placement(app, parsed_args):
                                  'cloud is exported with "openstack nvlink '
                                  'snapshot")')
     if not path:
-        yield live_client(app)
+        yield live_client(app, parsed_args)
         return
     from nvlink_placement.placement import embedded
     document = snapshot.read_file(path)

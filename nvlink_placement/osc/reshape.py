@@ -7,7 +7,6 @@ from osc_lib.command import command
 from nvlink_placement import errors
 from nvlink_placement.osc import common
 from nvlink_placement.osc import topology as topology_cmd
-from nvlink_placement.placement import naming
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
@@ -47,6 +46,7 @@ def add_apply_arguments(parser):
                         help='Hosts applied in parallel (default %d).'
                              % DEFAULT_WORKERS)
     common.add_placement_arguments(parser)
+    common.add_retry_arguments(parser)
 
 
 class _PlanCommand(command.Lister):
@@ -57,7 +57,7 @@ class _PlanCommand(command.Lister):
         super().run(parsed_args)
         return self.exit_code
 
-    def apply(self, parsed_args, hosts, more_hosts=None):
+    def apply(self, parsed_args, hosts, more_hosts=None, allocations=None):
         """Plan, apply unless --dry-run, and return the output rows."""
         tracker = _Tracker()
         with common.placement(self.app, parsed_args) as client:
@@ -69,10 +69,16 @@ class _PlanCommand(command.Lister):
                                  workers=max(1, parsed_args.workers),
                                  on_action=tracker.action,
                                  on_host=tracker.host,
-                                 more_hosts=more_hosts)
+                                 more_hosts=more_hosts,
+                                 allocations=allocations)
             finally:
                 if tracker.bar is not None:
                     tracker.bar.close()
+            report_retries(client)
+        for finding in result.findings:
+            if finding.drift == act.SPLIT_ALLOCATION:
+                LOG.warning('%s: %s: %s', finding.host, finding.provider,
+                            finding.detail)
         shown = result.written() if result.applied else result.actions
         if not result.actions:
             self.app.stderr.write('nothing to do: Placement already matches\n')
@@ -92,6 +98,15 @@ class _PlanCommand(command.Lister):
         return act.COLUMNS, [a.row() for a in shown]
 
 
+def report_retries(client):
+    """Log the transient failures the client rode out, if any."""
+    retried = client.retried
+    if retried:
+        LOG.warning('rode out %d transient Placement failures (%s)',
+                    sum(retried.values()), ', '.join(
+                        '%s: %d' % kv for kv in sorted(retried.items())))
+
+
 class Reshape(_PlanCommand):
     """Reshape Nova's PCI resource providers into NVLink group subtrees.
 
@@ -103,7 +118,10 @@ class Reshape(_PlanCommand):
     from host inspection) get reserved = total until they are healthy
     again. Rows list the actions; a second run prints none. With --dry-run
     nothing is written. A host that fails does not stop the others; the
-    command then exits 1.
+    command then exits 1. Transient Placement failures (no connection, no
+    answer, HTTP 5xx) are retried for --retry-window seconds; an interrupted
+    run is finished by running it again, or undone by flatten. Warns about
+    instances whose GPUs end up in different NVLink domains.
     """
 
     def get_parser(self, prog_name):
@@ -116,7 +134,8 @@ class Reshape(_PlanCommand):
 
     def take_action(self, parsed_args):
         hosts = desired_hosts(parsed_args, health=not parsed_args.no_health)
-        return self.apply(parsed_args, hosts)
+        return self.apply(parsed_args, hosts,
+                          allocations=run.CHANGED_HOSTS)
 
 
 class Flatten(_PlanCommand):
@@ -124,9 +143,14 @@ class Flatten(_PlanCommand):
 
     Moves every Nova PCI provider out of the tool's group providers, back
     under its compute node, releases the reservations this tool made, and
-    deletes the group providers bottom-up. Only providers carrying
-    CUSTOM_OWNER_NVLINK_PLACEMENT are ever deleted. Allocations stay.
-    Needs --host (repeatable) or --all (every tree with a tool-owned group).
+    deletes the group providers bottom-up. The tool's group providers are
+    those carrying CUSTOM_OWNER_NVLINK_PLACEMENT, and those an interrupted
+    reshape left without it: named <host>_nvlink-group-of-<N>-<letter>
+    inside that compute node's tree, under the compute node or another of
+    the tool's groups, holding no inventory. Nothing else is deleted.
+    Allocations stay. Also undoes a reshape interrupted at any point.
+    Needs --host (repeatable) or --all (every tree with a group of the
+    tool).
     """
 
     def get_parser(self, prog_name):
@@ -147,7 +171,7 @@ class Flatten(_PlanCommand):
 
         def owned(state, names):
             return [desired.flat(name) for name in
-                    run.hosts_with(state, naming.OWNER_TRAIT)
+                    run.hosts_with_groups(state)
                     if name not in names]
         return self.apply(parsed_args, hosts,
                           more_hosts=owned if parsed_args.all else None)
@@ -160,8 +184,9 @@ class Check(_PlanCommand):
     with the drift it repairs: missing-group, missing-trait, wrong-parent,
     unexpected-group, missing-reservation, stale-reservation; and rows
     without an action for unknown-gpu (a Nova PCI provider the topology
-    does not know). Exits 0 when in sync, 2 on drift: for CI and
-    monitoring (-f json).
+    does not know) and split-allocation (an instance holding GPUs of more
+    than one NVLink domain of its size). Exits 0 when in sync, 2 on drift:
+    for CI and monitoring (-f json).
     """
 
     def get_parser(self, prog_name):
@@ -173,6 +198,7 @@ class Check(_PlanCommand):
                                  'Nova PCI providers that the topology does '
                                  'not list.')
         common.add_placement_arguments(parser, save=False)
+        common.add_retry_arguments(parser)
         return parser
 
     def take_action(self, parsed_args):
@@ -183,7 +209,9 @@ class Check(_PlanCommand):
                     run.hosts_with_gpus(state) if name not in names]
         with common.placement(self.app, parsed_args) as client:
             result = run.run(client, hosts, apply=False,
-                             more_hosts=unknown if parsed_args.all else None)
+                             more_hosts=unknown if parsed_args.all else None,
+                             allocations=run.ALL_HOSTS)
+            report_retries(client)
         rows = [a.check_row() for a in result.actions + result.findings]
         self.exit_code = 2 if rows else 0
         if not rows:

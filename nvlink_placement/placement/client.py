@@ -1,34 +1,122 @@
 """The one place that talks HTTP to Placement.
 
-Owns microversions and error decoding. A server older than the microversion
-a request needs answers 406; that becomes a clear error naming both
-versions. Works on any keystoneauth1 ``Adapter``
-whose ``service_type`` is ``placement``: the OSC session for a live cloud,
-or :class:`nvlink_placement.placement.embedded.EmbeddedPlacement`.
+Owns microversions, error decoding, timeouts and retries. Works on any
+keystoneauth1 ``Adapter`` whose ``service_type`` is ``placement``: the OSC
+session for a live cloud, or
+:class:`nvlink_placement.placement.embedded.EmbeddedPlacement`.
 
 Microversions (Placement API reference, "REST API Version History"):
 1.14 nested providers; 1.20 POST returns the provider; 1.23 error codes;
 1.30 reshaper; 1.36 same_subtree; 1.37 re-parenting; 1.38 consumer_type.
+Every write this tool sends uses :data:`WRITE_VERSION` (1.37): from 1.23 on
+a 409 carries its error code, so a lost generation race
+(``placement.concurrent_update``) can be told from any other conflict. A
+server older than the microversion a request needs answers 406; that
+becomes a clear error naming both versions.
+
+Retries and timeouts
+--------------------
+Two kinds of failure are retried, each where its meaning is known:
+
+- *Transient* (here, in :meth:`PlacementClient.request`): no connection,
+  connection reset, no answer within the per-request timeout, and HTTP
+  429, 500, 502, 503 and 504 (a restarting Placement, a load balancer with
+  no backend, SQLite's "database is locked"). The request is sent again
+  after an exponential back-off with jitter (0.5 s doubling, capped at 5 s,
+  each delay drawn between half and all of its value; an integer
+  ``Retry-After`` is honoured up to 10 s) until ``retry_window`` seconds
+  have passed since its first failure; the last try falls on the end of
+  the window (default 60 s: an outage of a minute is ridden out).
+- *Generation races* (:func:`retry_on_conflict`):
+  ``placement.concurrent_update`` means another writer (nova-compute
+  refreshing its providers) changed the provider between our read and our
+  write; the write re-reads and tries again.
+
+A write whose answer was lost may have been committed, so the repeated
+request can meet its own effect (a 409 "already exists", a 404 on delete, a
+stale generation); the executor
+(:mod:`nvlink_placement.plan.executor`) makes each write accept that.
+
+Decision on keystoneauth1 (read in keystoneauth1 5.18 ``session.py``): its
+``connect_retries`` / ``status_code_retries`` / ``retriable_status_codes``
+count retries rather than time, start at 0.5 s and double up to 60 s
+between tries with no jitter (or use one fixed delay), and treat a read
+timeout as a connection failure that it resends for every method. A count
+cannot express "ride out 60 s" whatever the timeout, a 60 s cap can leave a
+recovered Placement idle for most of a minute, and without jitter the
+parallel workers of a run (and parallel runs) come back in lock-step on a
+Placement that is just restarting. So keystoneauth's retries stay off (its
+default) and the loop here is the only retry layer; keystoneauth still
+does the work it fits: the per-request ``timeout`` (passed to requests,
+raised as ``ConnectTimeout``), the exception mapping, the endpoint and the
+token. :class:`PlacementClient` also holds the deadline of the whole run
+(``run_timeout``): once it passes, no request is sent or retried.
 """
 
 import collections
+import logging
+import random
 import threading
+import time
 
 from keystoneauth1 import exceptions as ks_exc
 
 from nvlink_placement import errors
 
+LOG = logging.getLogger(__name__)
+
 READ_VERSION = '1.14'
 WRITE_VERSION = '1.37'
-# Placement error codes (placement/errors.py).
+# Placement error codes (placement/errors.py). Both a duplicate uuid and a
+# duplicate name answer DUPLICATE_NAME.
 CONCURRENT_UPDATE = 'placement.concurrent_update'
 DUPLICATE_NAME = 'placement.duplicate_name'
+
+#: Seconds a failing request keeps being retried (``--retry-window``).
+DEFAULT_RETRY_WINDOW = 60.0
+#: Seconds one request may take before it counts as lost
+#: (``--request-timeout``): far above any answer Placement gives a healthy
+#: run (a 1000-host provider listing takes about a second), below the 60 s
+#: idle timeout of common load balancers.
+DEFAULT_REQUEST_TIMEOUT = 30.0
+RETRIABLE_STATUSES = frozenset((429, 500, 502, 503, 504))
+FIRST_DELAY = 0.5
+MAX_DELAY = 5.0
+#: Tries of a write that keeps losing generation races.
+CONFLICT_TRIES = 5
 
 
 def version_tuple(text):
     """``'1.37'`` -> ``(1, 37)``."""
     major, minor = text.split('.')
     return int(major), int(minor)
+
+
+def backoff(attempt):
+    """Seconds to wait before retry number ``attempt`` (0-based).
+
+    Exponential from :data:`FIRST_DELAY`, capped at :data:`MAX_DELAY`, drawn
+    uniformly between half and all of that ("equal jitter").
+    """
+    delay = min(MAX_DELAY, FIRST_DELAY * 2 ** attempt)
+    return random.uniform(delay / 2, delay)
+
+
+def retry_on_conflict(write, tries=CONFLICT_TRIES):
+    """Call ``write()`` again when it loses a generation race.
+
+    :param write: callable that reads the provider's current generation
+        and writes with it (so a second call is a fresh try).
+    :raises PlacementError: the last conflict after ``tries`` calls, or any
+        other error at once.
+    """
+    for attempt in range(tries):
+        try:
+            return write()
+        except errors.PlacementError as exc:
+            if exc.code != CONCURRENT_UPDATE or attempt == tries - 1:
+                raise
+            LOG.info('generation conflict, reading again: %s', exc)
 
 
 class PlacementClient(object):
@@ -39,22 +127,39 @@ class PlacementClient(object):
     :param lock: optional lock held around every request (the embedded
         Placement shares one SQLite connection between threads).
     :param description: how to name the server in messages.
+    :param retry_window: seconds a request keeps being retried after its
+        first transient failure (0: never retry).
+    :param request_timeout: seconds one request may take (None: no limit
+        of ours; the adapter's own applies). Live commands pass
+        :data:`DEFAULT_REQUEST_TIMEOUT` or ``--request-timeout``.
+    :param run_timeout: seconds from now after which no request is sent
+        (None: no limit).
 
     :ivar requests: ``collections.Counter`` of requests sent, by method.
+    :ivar retried: ``collections.Counter`` of transient failures ridden
+        out, by kind (``HTTP 503``, ``no connection``, ``timeout``).
     """
 
-    def __init__(self, adapter, lock=None, description='Placement'):
+    def __init__(self, adapter, lock=None, description='Placement',
+                 retry_window=DEFAULT_RETRY_WINDOW,
+                 request_timeout=None, run_timeout=None):
         self.adapter = adapter
         self.lock = lock or _NullLock()
         self.description = description
+        self.retry_window = retry_window
+        self.request_timeout = request_timeout
+        self.run_timeout = run_timeout
+        self.deadline = (None if run_timeout is None else
+                         time.monotonic() + run_timeout)
         self.requests = collections.Counter()
+        self.retried = collections.Counter()
         self._counter_lock = threading.Lock()
 
     # -- requests ----------------------------------------------------------
 
     def request(self, method, url, body=None, version=READ_VERSION,
                 expect=(200, 201, 204), tolerate=()):
-        """Send one request and decode the answer.
+        """Send one request, retrying transient failures, and decode it.
 
         :param version: microversion header value, or None for none.
         :param expect: status codes that mean success.
@@ -62,24 +167,17 @@ class PlacementClient(object):
             (e.g. 404 on an idempotent DELETE).
         :returns: decoded JSON body (dict), ``{}`` when empty, or None for a
             tolerated status.
-        :raises PlacementError: with Placement's detail and error code.
+        :raises PlacementError: with Placement's detail and error code;
+            ``status`` None when no answer came (unreachable, timed out,
+            past the run's deadline).
         """
         headers = {'Accept': 'application/json'}
         if version:
             headers['OpenStack-API-Version'] = 'placement %s' % version
-        with self._counter_lock:
-            self.requests[method] += 1
         kwargs = {'headers': headers, 'raise_exc': False}
         if body is not None:
             kwargs['json'] = body
-        try:
-            with self.lock:
-                response = self.adapter.request(url, method, **kwargs)
-        except ks_exc.ConnectionError as exc:
-            raise errors.PlacementError(
-                'cannot reach %s: %s' % (self.description, exc))
-        except ks_exc.ClientException as exc:
-            raise errors.PlacementError('%s: %s' % (self.description, exc))
+        response = self._send(method, url, kwargs)
         status = response.status_code
         if status == 406 and version:
             detail, code = _decode_error(response)
@@ -104,6 +202,84 @@ class PlacementClient(object):
         """GET ``url`` and return the decoded body."""
         return self.request('GET', url, version=version)
 
+    def _send(self, method, url, kwargs):
+        """The response, after riding out transient failures."""
+        first_failure = None
+        attempt = 0
+        while True:
+            timeout = self._timeout(method, url)
+            if timeout is not None:
+                kwargs['timeout'] = timeout
+            with self._counter_lock:
+                self.requests[method] += 1
+            try:
+                with self.lock:
+                    response = self.adapter.request(url, method, **kwargs)
+            except ks_exc.SSLError as exc:
+                raise errors.PlacementError(
+                    'cannot reach %s: %s' % (self.description, exc))
+            except ks_exc.ConnectTimeout as exc:
+                kind, failure, retry_after = 'timeout', exc, None
+            except ks_exc.ConnectionError as exc:
+                kind, failure, retry_after = 'no connection', exc, None
+            except ks_exc.ClientException as exc:
+                raise errors.PlacementError('%s: %s' % (self.description,
+                                                        exc))
+            else:
+                if response.status_code not in RETRIABLE_STATUSES:
+                    return response
+                kind = 'HTTP %d' % response.status_code
+                failure = response
+                retry_after = _retry_after(response)
+            now = time.monotonic()
+            if first_failure is None:
+                first_failure = now
+            waited = now - first_failure
+            if waited >= self.retry_window:
+                raise self._gave_up(method, url, kind, failure, waited)
+            # The last try falls on the end of the window.
+            delay = min(self.retry_window - waited, backoff(attempt)
+                        if retry_after is None else retry_after)
+            if self.deadline is not None:
+                delay = min(delay, max(0.0, self.deadline - now))
+            with self._counter_lock:
+                self.retried[kind] += 1
+            LOG.info('%s %s: %s; retrying in %.1f s', method,
+                     url.split('?')[0], _describe(kind, failure), delay)
+            time.sleep(delay)
+            attempt += 1
+
+    def _timeout(self, method, url):
+        """Timeout for the next try: per request, within the run's."""
+        if self.deadline is None:
+            return self.request_timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise errors.PlacementError(
+                'stopped before %s %s: the run reached its --timeout of %s '
+                's. Run the command again: it continues where it stopped.'
+                % (method, url.split('?')[0], _seconds(self.run_timeout)))
+        if self.request_timeout is None:
+            return left
+        return min(self.request_timeout, left)
+
+    def _gave_up(self, method, url, kind, failure, waited):
+        path = url.split('?')[0]
+        if kind == 'timeout':
+            first = ('%s did not answer %s %s within %s s (--request-timeout)'
+                     % (self.description, method, path,
+                        _seconds(self.request_timeout)))
+        elif kind == 'no connection':
+            first = 'cannot reach %s: %s' % (self.description, failure)
+        else:
+            detail, code = _decode_error(failure)
+            return errors.PlacementError(
+                '%s %s failed with %s (retried for %s s, --retry-window): %s'
+                % (method, url, kind, _seconds(waited), detail),
+                status=failure.status_code, code=code)
+        return errors.PlacementError('%s (retried for %s s, --retry-window)'
+                                     % (first, _seconds(waited)))
+
 
 class _NullLock(object):
     def __enter__(self):
@@ -111,6 +287,24 @@ class _NullLock(object):
 
     def __exit__(self, *exc):
         return False
+
+
+def _seconds(value):
+    return '%g' % round(value, 1)
+
+
+def _describe(kind, failure):
+    if kind.startswith('HTTP'):
+        return '%s %s' % (kind, _decode_error(failure)[0])
+    return str(failure)
+
+
+def _retry_after(response):
+    """``Retry-After`` seconds (the integer form), capped, or None."""
+    value = response.headers.get('Retry-After', '')
+    if value.strip().isdigit():
+        return min(float(value), MAX_DELAY * 2)
+    return None
 
 
 def _max_version(response):

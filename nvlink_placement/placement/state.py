@@ -47,6 +47,9 @@ class State(object):
         #: dict RP uuid -> (generation, {rc: inventory dict}), filled on
         #: demand by :func:`load_inventories`.
         self.inventories = {}
+        #: dict RP uuid -> {consumer uuid: {rc: amount}}, filled on demand
+        #: by :func:`load_allocations` (only for GPUs in use).
+        self.allocations = {}
         self.children = {}
         for p in self.by_uuid.values():
             if p.parent_uuid:
@@ -140,3 +143,37 @@ def provider_traits(client, uuid):
     """Return ``(traits set, generation)`` of one provider."""
     body = client.get('/resource_providers/%s/traits' % uuid, version='1.6')
     return set(body['traits']), body['resource_provider_generation']
+
+
+def free_gpus(client):
+    """UUIDs of the Nova PCI RPs with a unit neither used nor reserved.
+
+    One ``GET /resource_classes`` and one ``GET /resource_providers?
+    resources=<RC>:1&required=COMPUTE_MANAGED_PCI_DEVICE`` per custom
+    resource class (Nova names PCI classes ``CUSTOM_...``, reference/
+    openstack.md). A GPU whose class is not custom is simply not listed,
+    so it counts as in use: its allocations are read, nothing is missed.
+    """
+    classes = client.get('/resource_classes', version='1.2')
+    free = set()
+    for rc in sorted(c['name'] for c in classes['resource_classes']):
+        if not rc.startswith('CUSTOM_'):
+            continue
+        listed = client.get('/resource_providers?' + urllib.parse.urlencode(
+            {'resources': '%s:1' % rc, 'required': naming.PCI_TRAIT}),
+            version='1.18')
+        free.update(rp['uuid'] for rp in listed['resource_providers'])
+    return free
+
+
+def load_allocations(client, state, uuids):
+    """Fetch the allocations of ``uuids`` into ``state.allocations``.
+
+    One ``GET /resource_providers/{uuid}/allocations`` each (Placement has
+    no bulk listing of consumers by provider).
+    """
+    for uuid in sorted(set(uuids) - set(state.allocations)):
+        body = client.get('/resource_providers/%s/allocations' % uuid)
+        state.allocations[uuid] = {
+            consumer: alloc['resources']
+            for consumer, alloc in body['allocations'].items()}

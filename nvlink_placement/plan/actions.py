@@ -8,7 +8,9 @@ target depth (so no move can form a loop), deletions bottom-up.
 Each action also names the drift it repairs, for ``check``:
 ``missing-group``, ``missing-trait``, ``wrong-parent``,
 ``unexpected-group``, ``missing-reservation``, ``stale-reservation``;
-findings that no action repairs use ``unknown-gpu``.
+findings that no action repairs use ``unknown-gpu`` and
+``split-allocation`` (a consumer holds GPUs of more than one NVLink domain
+of its size: it has no NVLink between them).
 """
 
 import dataclasses
@@ -31,6 +33,7 @@ UNEXPECTED_GROUP = 'unexpected-group'
 MISSING_RESERVATION = 'missing-reservation'
 STALE_RESERVATION = 'stale-reservation'
 UNKNOWN_GPU = 'unknown-gpu'
+SPLIT_ALLOCATION = 'split-allocation'
 
 COLUMNS = ('host', 'action', 'provider', 'parent', 'detail')
 CHECK_COLUMNS = COLUMNS + ('drift',)

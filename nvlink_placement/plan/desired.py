@@ -10,11 +10,14 @@ class DesiredGroup:
 
     :ivar traits: its size traits (one for a domain; every size it serves
         for a mesh, e.g. ``CUSTOM_PCI_GROUP2``, ``CUSTOM_PCI_GROUP4``).
+    :ivar sizes: the instance sizes one NVLink domain of this group holds
+        (``(size,)`` for a domain, every size it serves for a mesh).
     """
     name: str
     parent: typing.Optional[str]
     traits: tuple
     detail: str
+    sizes: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +57,20 @@ class DesiredHost:
         """The group traits this host's tree uses."""
         return {t for g in self.groups for t in g.traits}
 
+    def domains(self):
+        """``[(group, frozenset of Nova PCI RP names)]``: each group's GPUs.
+
+        A GPU belongs to its parent group and to every group above it.
+        """
+        parent_of = {g.name: g.parent for g in self.groups}
+        members = {g.name: set() for g in self.groups}
+        for name, gpu in self.gpus.items():
+            group = gpu.parent
+            while group:
+                members[group].add(name)
+                group = parent_of[group]
+        return [(g, frozenset(members[g.name])) for g in self.groups]
+
 
 def from_topology(host, health=True):
     """Desired tree for a :class:`nvlink_placement.topology.model.Host`.
@@ -64,7 +81,8 @@ def from_topology(host, health=True):
     :param health: reserve unhealthy GPUs (``reshape --no-health`` passes
         False).
     """
-    groups = [DesiredGroup(g.name, g.parent, g.traits, _group_detail(g))
+    groups = [DesiredGroup(g.name, g.parent, g.traits, _group_detail(g),
+                           sizes=g.sizes)
               for g in host.groups]
     gpus = {}
     ignored = set()

@@ -2,12 +2,29 @@
 
 Trait creations run first; then each host's actions run in plan order, hosts
 in parallel (``workers``). A host that fails stops at its failing write and
-the others go on; every write is idempotent and the plan is re-derived from
-Placement on the next run, so a crash between any two writes converges.
+the others go on; the plan is re-derived from Placement on the next run, so
+a crash between any two writes converges.
+
+Every write is safe to repeat when its answer was lost (the client resends
+a request that timed out or lost its connection, and the first try may have
+been committed):
+
+- ``create-trait``: ``PUT /traits/{name}`` answers 204 when it exists.
+- ``create-provider``: the uuid is chosen here; a ``409`` "already exists"
+  is accepted when the provider with that uuid, or that name, has the name
+  and parent we asked for (our own earlier try, or the same group created by
+  a concurrent run), and refused otherwise.
+- ``set-traits`` and ``set-reserved``: generation-checked; a conflict
+  re-reads, and a provider that already has the wanted traits or
+  ``reserved`` is left alone.
+- ``move-provider``: ``PUT`` of the same parent again is a success.
+- ``delete-provider``: 404 means it is gone already.
 """
 
 import concurrent.futures
 import itertools
+import logging
+import urllib.parse
 import uuid as uuid_mod
 
 from nvlink_placement import errors
@@ -15,9 +32,7 @@ from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import actions as act
 
-# Bounded retries of a write that lost a generation race
-# (placement.concurrent_update: Nova refreshes its own RPs every <= 300 s).
-GENERATION_RETRIES = 5
+LOG = logging.getLogger(__name__)
 
 
 class HostFailure(object):
@@ -48,7 +63,7 @@ def apply(client, actions, state, workers=1, on_action=None,
     for action in actions:
         if action.action == act.CREATE_TRAIT:
             client.request('PUT', '/traits/%s' % action.provider,
-                           version='1.6', expect=(201, 204))
+                           version=pc.WRITE_VERSION, expect=(201, 204))
             on_action(action)
     host_actions = [a for a in actions if a.action != act.CREATE_TRAIT]
     by_host = [(host, list(group)) for host, group in itertools.groupby(
@@ -77,17 +92,6 @@ def apply(client, actions, state, workers=1, on_action=None,
     return [r for r in results if r is not None]
 
 
-def _retry_generation(write):
-    """Run ``write`` again (it re-reads) on placement.concurrent_update."""
-    for attempt in range(GENERATION_RETRIES):
-        try:
-            return write()
-        except errors.PlacementError as exc:
-            if (exc.code != pc.CONCURRENT_UPDATE or
-                    attempt == GENERATION_RETRIES - 1):
-                raise
-
-
 class _HostRunner(object):
     """Applies one host's actions, tracking uuids and fresh generations."""
 
@@ -102,15 +106,53 @@ class _HostRunner(object):
         self.on_action(action)
 
     def _create_provider(self, action):
-        # The uuid is chosen here so that every write of a run can be
-        # recorded and replayed (benchmarks/reshape_scale.py).
+        # The uuid is chosen here: a resent POST whose first try was
+        # committed then finds its own provider (and every write of a run
+        # can be recorded and replayed, benchmarks/reshape_scale.py).
         body = {'uuid': str(uuid_mod.uuid4()), 'name': action.provider,
                 'parent_provider_uuid': self.uuids[action.parent]}
-        rp = self.client.request('POST', '/resource_providers', body=body,
-                                 version='1.20', expect=(200,))
+        try:
+            rp = self.client.request('POST', '/resource_providers',
+                                     body=body, version=pc.WRITE_VERSION,
+                                     expect=(200,))
+        except errors.PlacementError as exc:
+            if exc.code != pc.DUPLICATE_NAME:
+                raise
+            rp = self._created_already(body, exc)
+            self.uuids[action.provider] = rp['uuid']
+            return
         self.uuids[action.provider] = rp['uuid']
         # A new RP has no traits: its generation is all set-traits needs.
         self.generations[rp['uuid']] = (set(), rp['generation'])
+
+    def _created_already(self, body, conflict):
+        """The provider ``body`` describes, when it exists already.
+
+        Our own earlier try whose answer was lost has the same uuid; a
+        concurrent run of this tool made one of the same name in the same
+        place (the planner adopts such a group too). Anything else is a
+        provider that is not ours.
+
+        :raises PlacementError: the name or uuid belongs to another provider.
+        """
+        rp = self.client.request(
+            'GET', '/resource_providers/%s' % body['uuid'],
+            version=pc.WRITE_VERSION, tolerate=(404,))
+        if rp is None:
+            found = self.client.get('/resource_providers?' +
+                                    urllib.parse.urlencode(
+                                        {'name': body['name']}),
+                                    version=pc.WRITE_VERSION)
+            rp = (found['resource_providers'] or [None])[0]
+        if (rp is not None and rp['name'] == body['name'] and
+                rp['parent_provider_uuid'] == body['parent_provider_uuid']):
+            LOG.info('%s exists already (%s): carrying on', body['name'],
+                     rp['uuid'])
+            return rp
+        raise errors.PlacementError(
+            'cannot create %s: %s; the provider there is not the one this '
+            'tool meant to create' % (body['name'], conflict),
+            status=conflict.status, code=conflict.code)
 
     def _set_traits(self, action):
         self._change_traits(action.uuid or self.uuids[action.provider],
@@ -131,9 +173,9 @@ class _HostRunner(object):
                 'PUT', '/resource_providers/%s/traits' % uuid,
                 body={'traits': sorted(wanted),
                       'resource_provider_generation': generation},
-                version='1.6')
+                version=pc.WRITE_VERSION)
 
-        _retry_generation(write)
+        pc.retry_on_conflict(write)
 
     def _set_reserved(self, action):
         """Reserve or release one GPU, keeping the marker consistent.
@@ -155,16 +197,21 @@ class _HostRunner(object):
             body = self.client.get('/resource_providers/%s/inventories'
                                    % uuid)
             inventories = body['inventories']
-            for inv in inventories.values():
-                inv['reserved'] = inv['total'] if reserve else 0
+            wanted = {rc: inv['total'] if reserve else 0
+                      for rc, inv in inventories.items()}
+            if all(inv['reserved'] == wanted[rc]
+                   for rc, inv in inventories.items()):
+                return
+            for rc, inv in inventories.items():
+                inv['reserved'] = wanted[rc]
             self.client.request(
                 'PUT', '/resource_providers/%s/inventories' % uuid,
                 body={'inventories': inventories,
                       'resource_provider_generation':
                           body['resource_provider_generation']},
-                version='1.26')
+                version=pc.WRITE_VERSION)
 
-        _retry_generation(write)
+        pc.retry_on_conflict(write)
 
     def _move_provider(self, action):
         uuid = action.uuid or self.uuids[action.provider]
@@ -177,4 +224,5 @@ class _HostRunner(object):
     def _delete_provider(self, action):
         uuid = action.uuid or self.uuids[action.provider]
         self.client.request('DELETE', '/resource_providers/%s' % uuid,
-                            version='1.14', expect=(204,), tolerate=(404,))
+                            version=pc.WRITE_VERSION, expect=(204,),
+                            tolerate=(404,))

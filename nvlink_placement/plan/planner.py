@@ -6,12 +6,18 @@ Pure: takes a :class:`nvlink_placement.placement.state.State` and
 and ``flatten``. Every problem of every host is collected first; if there
 is any, :class:`PlanError` is raised and nothing may be written.
 
-Safety rules (DESIGN.md section 4): only RPs carrying the owner trait are
-deleted; Nova's PCI RPs are moved, never renamed and never leave their
-compute node's tree; group RPs never get ``COMPUTE_MANAGED_PCI_DEVICE``.
-An RP named like one of our groups, in the right tree, without the owner
-trait, is adopted (that is what a run
-interrupted between ``create-provider`` and ``set-traits`` leaves).
+Safety rules (DESIGN.md section 4): Nova's PCI RPs are moved, never
+renamed and never leave their compute node's tree; group RPs never get
+``COMPUTE_MANAGED_PCI_DEVICE``; only *our* group RPs are deleted, and only
+when they hold nothing but GPUs and other groups of ours.
+
+Our group RPs (the adoption rule): those carrying the owner trait, and
+those without it whose name is a group name of the compute node
+(``<host>_nvlink-group-of-<N>-<letter>``), whose parent is the compute node
+or a group of ours, and which hold no inventory. A run interrupted between
+``create-provider`` and ``set-traits`` leaves such RPs; ``reshape`` adopts
+the ones it wants and, like ``flatten``, removes the others. An RP outside
+the compute node's tree or one holding inventory is never ours.
 """
 
 import dataclasses
@@ -19,6 +25,7 @@ import dataclasses
 from nvlink_placement import errors
 from nvlink_placement.placement import naming
 from nvlink_placement.plan import actions as act
+from nvlink_placement.topology import model
 from nvlink_placement.topology import pci
 
 OWNER = naming.OWNER_TRAIT
@@ -65,13 +72,32 @@ def markers(state):
     return found
 
 
-def inventories_needed(state, desired_hosts):
-    """UUIDs of PCI RPs whose inventories the plan needs.
+def unowned_groups(state, root_names):
+    """RPs named like a group of their root, without the owner trait.
 
-    Only unhealthy or tool-reserved GPUs: usually none.
+    :param root_names: compute node names to look in (None: all).
+    :returns: list of :class:`Provider`; usually empty (only an interrupted
+        run leaves such RPs).
+    """
+    found = []
+    for provider in state.by_uuid.values():
+        root = state.by_uuid.get(provider.root_uuid)
+        if (OWNER not in provider.traits and root is not None and
+                (root_names is None or root.name in root_names) and
+                model.is_group_name(root.name, provider.name)):
+            found.append(provider)
+    return found
+
+
+def inventories_needed(state, desired_hosts):
+    """UUIDs of the RPs whose inventories the plan needs.
+
+    Unhealthy or tool-reserved GPUs, and group-named RPs without the owner
+    trait (:func:`unowned_groups`): usually none.
     """
     marked = markers(state)
-    needed = set()
+    needed = {p.uuid for p in unowned_groups(
+        state, {h.name for h in desired_hosts})}
     for host in desired_hosts:
         for name, gpu in host.gpus.items():
             rp = state.by_name.get(name)
@@ -83,6 +109,49 @@ def inventories_needed(state, desired_hosts):
                        if n in state.by_name and n not in host.gpus and
                        state.by_name[n].root_uuid == cn.uuid}
     return needed
+
+
+def split_allocations(state, desired_hosts):
+    """Consumers whose GPUs span more than one NVLink domain of their size.
+
+    A consumer holding N GPUs of a host that has N-GPU domains should hold
+    one whole domain (a flavor of N GPUs asks for one, DESIGN.md section
+    5); one that holds GPUs of two of them (placed before the reshape, or
+    by a flavor without the NVLink keys) keeps running without NVLink
+    between its GPUs. Judged on the desired tree, so ``reshape`` can warn
+    before it moves anything.
+
+    :param state: :class:`State` with ``allocations`` loaded for the GPUs
+        in use (GPUs without an entry count as free).
+    :returns: finding :class:`Action` list (drift ``split-allocation``),
+        one per consumer and host: ``provider`` lists its GPUs.
+    """
+    findings = []
+    for host in desired_hosts:
+        held = {}
+        for name in host.gpus:
+            rp = state.by_name.get(name)
+            for consumer in state.allocations.get(rp.uuid if rp else None,
+                                                  ()):
+                held.setdefault(consumer, set()).add(name)
+        domains = host.domains()
+        for consumer, gpus in sorted(held.items()):
+            same_size = [(g, members) for g, members in domains
+                         if len(gpus) in g.sizes]
+            if len(gpus) < 2 or not same_size or any(
+                    gpus <= members for _, members in same_size):
+                continue
+            touched = [g.name for g, members in same_size if gpus & members]
+            findings.append(act.Action(
+                host.name, '', ', '.join(sorted(gpus)),
+                detail='consumer %s holds %d GPUs that share no NVLink '
+                       'domain of size %d (they are in %s): the instance '
+                       'keeps running without NVLink between them; resize '
+                       'or migrate it to repair' % (
+                           consumer, len(gpus), len(gpus),
+                           ', '.join(touched)),
+                drift=act.SPLIT_ALLOCATION))
+    return findings
 
 
 def plan(state, desired_hosts):
@@ -157,6 +226,7 @@ class _HostPlanner(object):
             return []
         self.cn = cn
         self.tree = {p.uuid: p for p in state.tree(cn.uuid)}
+        self.ours = self.owned()
         self.uuid_of = {None: cn.uuid}
         creates, trait_sets, group_moves = self.groups()
         gpu_moves, reservations = self.gpus()
@@ -168,6 +238,20 @@ class _HostPlanner(object):
         gpu_moves = sorted(gpu_moves + extra_moves, key=lambda a: a.provider)
         return (creates + trait_sets + group_moves + gpu_moves +
                 reservations + deletes)
+
+    def owned(self):
+        """UUIDs of the group RPs in this tree that are ours (module doc)."""
+        ours = set()
+        for rp in sorted(self.tree.values(), key=self.state.depth):
+            if OWNER in rp.traits:
+                ours.add(rp.uuid)
+            elif (model.is_group_name(self.host.name, rp.name) and
+                  (rp.parent_uuid == self.cn.uuid or
+                   rp.parent_uuid in ours) and
+                  self.state.inventories.get(rp.uuid, (None, None))[1] ==
+                  {}):
+                ours.add(rp.uuid)
+        return ours
 
     def groups(self):
         state, host = self.state, self.host
@@ -190,6 +274,11 @@ class _HostPlanner(object):
                 self.problem('the name %r is taken by resource provider %s in'
                              ' the tree of %s' % (group.name, existing.uuid,
                                                   _root_name(state, existing)))
+                continue
+            if state.inventories.get(existing.uuid, (None, {}))[1]:
+                self.problem('the name %r is taken by resource provider %s, '
+                             'which holds inventory' % (group.name,
+                                                        existing.uuid))
                 continue
             self.uuid_of[group.name] = existing.uuid
             add = tuple(t for t in group.traits + (OWNER,)
@@ -288,7 +377,7 @@ class _HostPlanner(object):
         state, host = self.state, self.host
         wanted = {g.name for g in host.groups}
         obsolete = [p for p in self.tree.values()
-                    if OWNER in p.traits and p.name not in wanted]
+                    if p.uuid in self.ours and p.name not in wanted]
         obsolete_uuids = {p.uuid for p in obsolete}
         moves = []
         for group in obsolete:

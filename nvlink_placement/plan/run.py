@@ -9,6 +9,12 @@ from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
 from nvlink_placement.topology import pci
 
+#: ``allocations`` modes of :func:`read_and_plan`: look for split
+#: allocations on every known host (``check``), or on the hosts the plan
+#: changes (``reshape``).
+ALL_HOSTS = 'all'
+CHANGED_HOSTS = 'changed'
+
 
 @dataclasses.dataclass
 class Result:
@@ -40,9 +46,16 @@ class Result:
         return done
 
 
-def hosts_with(state, trait):
-    """Names of the root providers whose tree holds an RP with ``trait``."""
-    return [state.by_uuid[u].name for u in state.roots_with(trait)]
+def hosts_with_groups(state):
+    """Names of the root providers whose tree holds a group of ours.
+
+    Groups with the owner trait, and RPs named like a group of their root
+    without it (what an interrupted run leaves, see the planner's adoption
+    rule).
+    """
+    roots = set(state.roots_with(naming.OWNER_TRAIT))
+    roots.update(p.root_uuid for p in planner.unowned_groups(state, None))
+    return sorted(state.by_uuid[u].name for u in roots)
 
 
 def hosts_with_gpus(state):
@@ -56,11 +69,14 @@ def hosts_with_gpus(state):
     return sorted(names)
 
 
-def read_and_plan(client, desired_hosts, more_hosts=None):
+def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None):
     """Read Placement (constant requests plus a few inventories) and plan.
 
     :param more_hosts: optional callable(state, names) returning more
         :class:`DesiredHost` objects once the state is known (``--all``).
+    :param allocations: :data:`ALL_HOSTS` or :data:`CHANGED_HOSTS` to add
+        ``split-allocation`` findings for those hosts (reads: see
+        :func:`load_gpu_allocations`); None for none.
     :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
@@ -73,13 +89,44 @@ def read_and_plan(client, desired_hosts, more_hosts=None):
             current, {h.name for h in desired_hosts})
     state_mod.load_inventories(
         client, current, planner.inventories_needed(current, desired_hosts))
-    return current, planner.plan(current, desired_hosts)
+    plan = planner.plan(current, desired_hosts)
+    if allocations:
+        hosts = [h for h in desired_hosts if h.known and h.groups]
+        if allocations == CHANGED_HOSTS:
+            changed = {a.host for a in plan.actions}
+            hosts = [h for h in hosts if h.name in changed]
+        load_gpu_allocations(client, current, hosts)
+        plan.findings.extend(planner.split_allocations(current, hosts))
+    return current, plan
+
+
+def load_gpu_allocations(client, state, hosts):
+    """Load the allocations of the GPUs in use on ``hosts``.
+
+    Only hosts with two GPUs in use or more can hold a split allocation.
+    Reads: none without hosts; else :func:`state.free_gpus` (two requests
+    for one GPU resource class) plus one per GPU in use on such hosts.
+    """
+    if not hosts:
+        return
+    free = state_mod.free_gpus(client)
+    needed = []
+    for host in hosts:
+        busy = [state.by_name[n].uuid for n in host.gpus
+                if n in state.by_name and state.by_name[n].uuid not in free]
+        if len(busy) >= 2:
+            needed.extend(busy)
+    state_mod.load_allocations(client, state, needed)
 
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
-        on_host=None, more_hosts=None):
-    """Read Placement, plan, and apply unless ``apply`` is False."""
-    current, plan = read_and_plan(client, desired_hosts, more_hosts)
+        on_host=None, more_hosts=None, allocations=None):
+    """Read Placement, plan, and apply unless ``apply`` is False.
+
+    ``allocations``: see :func:`read_and_plan`.
+    """
+    current, plan = read_and_plan(client, desired_hosts, more_hosts,
+                                  allocations)
     if not apply or not plan.actions:
         return Result(plan.actions, plan.findings, [], False)
     failures = executor.apply(client, plan.actions, current, workers=workers,

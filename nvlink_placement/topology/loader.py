@@ -344,6 +344,7 @@ class _Checker(object):
 
     def host(self, name, spec, boards, prefix):
         at = ['hosts', name]
+        known_problems = len(self.problems)
         gpus = self.gpus(name, spec)
         domains = []
         board = None
@@ -379,7 +380,31 @@ class _Checker(object):
                              'Nova resource provider name %r is over %d '
                              'characters' % (rp_name,
                                              model.MAX_PROVIDER_NAME))
+        if not gpus and len(self.problems) == known_problems:
+            self.no_gpus(name, spec)
         return model.Host(name, board.name if board else None, gpus, groups)
+
+    def no_gpus(self, name, spec):
+        """A host with no GPUs at all is an error, never a silent flatten.
+
+        Reshaping it would move every GPU back under the compute node and
+        delete its groups: ``flatten --host`` says that on purpose.
+        """
+        at = ['hosts', name]
+        if 'gpus_file' in spec:
+            at.append('gpus_file')
+            what = '%s holds no GPUs' % os.path.join(
+                os.path.dirname(os.path.abspath(self.source)),
+                spec['gpus_file'])
+        elif 'gpus' in spec:
+            at.append('gpus')
+            what = 'the GPU mapping is empty'
+        else:
+            what = 'no GPUs (give gpus, gpus_file or groups)'
+        self.problem(at, '%s: reshape would move every GPU of %s back under '
+                     'the compute node and delete its NVLink groups. To do '
+                     'that on purpose run "openstack nvlink flatten --host '
+                     '%s"' % (what, name, name))
 
     def board_domains(self, name, spec, board, gpus):
         if not gpus:

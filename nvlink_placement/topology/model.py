@@ -247,6 +247,16 @@ class Domain(typing.NamedTuple):
     mesh: bool = False
 
 
+def is_group_name(host, name):
+    """True when ``name`` is a name :func:`group_name` gives on ``host``."""
+    prefix = host + '_nvlink-group-of-'
+    if not name.startswith(prefix):
+        return False
+    size, _, label = name[len(prefix):].partition('-')
+    return (size.isdigit() and not size.startswith('0') and
+            label.isalpha() and label.islower() and label.isascii())
+
+
 def build_groups(host, domains, gpus, trait_prefix):
     """Name and nest a host's NVLink domains and meshes.
 

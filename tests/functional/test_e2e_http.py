@@ -105,9 +105,11 @@ class TestUnreachablePlacement(base.BaseTestCase):
     def test_clear_error(self):
         port = placement_server.free_port()
         result = openstack('nvlink', 'check', '--topology',
-                           fbase.H100_TOPOLOGY, '--os-auth-type',
-                           'admin_token', '--os-token', 'admin',
-                           '--os-endpoint', 'http://127.0.0.1:%d' % port)
+                           fbase.H100_TOPOLOGY, '--retry-window', '1',
+                           '--os-auth-type', 'admin_token', '--os-token',
+                           'admin', '--os-endpoint',
+                           'http://127.0.0.1:%d' % port)
         self.assertEqual(1, result.returncode)
         self.assertIn('cannot reach Placement', result.stderr)
+        self.assertIn('--retry-window', result.stderr)
         self.assertNotIn('Traceback', result.stderr)

@@ -1,71 +1,330 @@
-"""Request counts, crash/failure at every write, and a concurrent writer."""
+"""Faults converge in one run: a real gunicorn Placement behind a proxy.
 
+Each fault test reshapes several Nova-like hosts through
+:class:`tests.fault_proxy.FaultProxy` with ``openstack nvlink reshape``
+(in process) and checks: exit 0 in ONE run, each tree equal to a clean
+run's, the instances' allocations untouched, no duplicate or orphan
+provider. Interruptions (a run killed after any write) are in
+``test_interrupted``; request counts and a concurrent nova-compute on the
+embedded Placement are at the end.
+"""
+
+import collections
+import json
+import re
 import threading
 
 from nvlink_placement import errors
 from nvlink_placement.placement import client as pc
-from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
 from nvlink_placement.topology import loader
+from tests import fault_proxy
 from tests.functional import base
+from tests.functional import faults
 from tests.functional import test_day2
 from tests import novalike
 
-WRITES = ('POST', 'PUT', 'DELETE')
+RP_PATH = re.compile(r'^/resource_providers/([0-9a-f-]{36})(/traits|'
+                     r'/inventories)?$')
+RACE_TRAIT = 'CUSTOM_SOMEONE_ELSE'
+# Short windows where the test is not about the window itself.
+FAST = ('--retry-window', '20', '--request-timeout', '10')
 
 
-class Crash(Exception):
-    """Stands for the process dying: not a Placement or user error."""
+class FaultTestCase(faults.ProxyTestCase):
+
+    _references = {}
+
+    def expected(self, unhealthy=()):
+        """A clean run's tree (one per class and health map)."""
+        key = (type(self), tuple(unhealthy))
+        if key not in self._references:
+            self._references[key] = self.reference(unhealthy)
+        return self._references[key]
+
+    def reshape(self, hosts, *options, unhealthy=()):
+        """``openstack nvlink reshape`` of ``hosts`` through the proxy."""
+        return self.openstack('nvlink', 'reshape', '--topology',
+                              self.topology(hosts, unhealthy), '-f', 'json',
+                              *options)
+
+    def converges(self, rule, *options, count=3):
+        """Reshape ``count`` fresh hosts under ``rule`` in one run."""
+        expected = self.expected()
+        hosts = self.hosts(count)
+        faults.seed(self.upstream, hosts)
+        self.proxy.rule = rule
+        result = self.reshape(hosts, *(options or FAST))
+        self.assertEqual(0, result.code, result.stderr)
+        # 6 groups created, 6 trait sets, 8 GPU moves per host (the clean
+        # reference run created the traits).
+        self.assertEqual(20 * count, len(json.loads(result.stdout)))
+        self.assertConverged(hosts, expected)
+        return result
 
 
-class FaultyClient(pc.PlacementClient):
-    """The real client over the same Placement, failing at write ``k``.
+class TestTransientFaults(FaultTestCase):
 
-    ``mode`` ``crash``: the process stops before write ``k`` is sent.
-    ``lost``: write ``k`` reaches Placement, then the process stops (the
-    answer is lost). ``error``: write ``k`` is answered with an HTTP 500
-    without reaching Placement.
+    def test_503_answers(self):
+        result = self.converges(fault_proxy.every(
+            3, fault_proxy.answer(503), methods=('GET', 'POST', 'PUT',
+                                                 'DELETE')))
+        answered = self.proxy.faults('answer')
+        self.assertGreater(len(answered), 10)
+        self.assertIn('GET', {r.method for r in answered})
+        self.assertIn('rode out %d transient Placement failures (HTTP 503: '
+                      '%d)' % (len(answered), len(answered)), result.stderr)
+
+    def test_500_answers(self):
+        self.converges(fault_proxy.every(3, fault_proxy.answer(500)))
+        self.assertGreater(len(self.proxy.faults('answer')), 10)
+
+    def test_answers_lost_after_commit(self):
+        self.converges(fault_proxy.every(3, fault_proxy.DROP))
+        dropped = self.proxy.faults('drop')
+        # Placement committed them and the client never knew; the retry of
+        # a committed create met "already exists" (409) and carried on.
+        # (Hosts run in parallel: a retry can be dropped again.)
+        self.assertEqual({'POST', 'PUT'}, {r.method for r in dropped})
+        self.assertLessEqual({r.status for r in dropped}, {200, 409})
+        created = [r for r in dropped if r.method == 'POST' and
+                   r.status == 200]
+        self.assertGreater(len(created), 2)
+        self.assertGreaterEqual(
+            len([r for r in self.proxy.log if r.method == 'POST' and
+                 r.status == 409]), len(created))
+
+    def test_requests_held_without_answer(self):
+        self.converges(fault_proxy.every(4, fault_proxy.HOLD),
+                       '--retry-window', '20', '--request-timeout', '1')
+        held = self.proxy.faults('hold')
+        self.assertGreater(len(held), 5)
+        # Committed, then the client timed out and sent them again.
+        self.assertLessEqual({r.status for r in held}, {200, 204, 409})
+        self.assertIn(200, {r.status for r in held})
+
+    def test_slow_server(self):
+        # Every request is slow; every 5th write arrives at Placement only
+        # after the client gave up on it and sent it again.
+        slow = fault_proxy.every(5, fault_proxy.delay(1.5))
+
+        def rule(request):
+            fault = slow(request)
+            return fault if fault.delay else fault_proxy.delay(0.02)
+        self.converges(rule, '--retry-window', '20', '--request-timeout',
+                       '1')
+        # Placement got those writes twice: the late first try and the
+        # second one; whichever came second was refused (stale generation,
+        # name taken) or changed nothing.
+        sent = collections.Counter((r.method, r.path) for r in self.proxy.log
+                                   if r.method in fault_proxy.WRITES)
+        self.assertGreater(len([k for k, n in sent.items() if n > 1]), 5)
+
+    def test_gives_up_after_the_window(self):
+        hosts = self.hosts(1)
+        faults.seed(self.upstream, hosts)
+        self.proxy.rule = lambda request: fault_proxy.answer(503)
+        result = self.reshape(hosts, '--retry-window', '1')
+        self.assertEqual(1, result.code)
+        self.assertRegex(result.stderr, r'GET /resource_providers failed '
+                         r'with HTTP 503 \(retried for \d+(\.\d)? s, '
+                         r'--retry-window\)')
+        self.assertNotIn('Traceback', result.stderr)
+
+    def test_run_timeout_stops_and_the_next_run_continues(self):
+        expected = self.expected()
+        hosts = self.hosts(2)
+        faults.seed(self.upstream, hosts)
+        self.proxy.rule = lambda request: (
+            fault_proxy.HOLD if request.is_write else fault_proxy.PASS)
+        result = self.reshape(hosts, '--request-timeout', '0.5',
+                              '--timeout', '3', '--workers', '1')
+        self.assertEqual(1, result.code)
+        self.assertIn('the run reached its --timeout of 3 s. Run the command '
+                      'again: it continues where it stopped.', result.stderr)
+        self.assertIn('2 hosts failed', result.stderr)
+        self.proxy.rule = lambda request: fault_proxy.PASS
+        result = self.reshape(hosts)
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertConverged(hosts, expected)
+
+
+class TestGenerationRace(FaultTestCase):
+    """A competing write before each write of the tool.
+
+    Another writer changes the provider between the tool's read and its
+    write, once for every write the tool sends.
     """
 
-    def __init__(self, real, k, mode):
-        super().__init__(real.adapter, lock=real.lock)
-        self.k, self.mode, self.writes = k, mode, 0
+    def test_race_on_every_kind_of_write(self):
+        hosts = self.hosts(2)
+        faults.seed(self.upstream, hosts)
+        before = {h: faults.shape(self.upstream, h) for h in hosts}
+        nova = self.proxy.upstream_client()
+        raced = collections.Counter()
+        seen = set()
 
-    def request(self, method, url, *args, **kwargs):
-        if method in WRITES:
-            self.writes += 1
-            if self.writes == self.k:
-                if self.mode == 'crash':
-                    raise Crash(url)
-                if self.mode == 'error':
-                    raise errors.PlacementError('injected', status=500)
-                super().request(method, url, *args, **kwargs)
-                raise Crash(url)
-        return super().request(method, url, *args, **kwargs)
+        def rule(request):
+            # The first try of each write; creates differ by their body.
+            key = (request.method, request.path,
+                   request.body if request.method == 'POST' else None)
+            if request.is_write and key not in seen:
+                seen.add(key)
+                raced[compete(nova, request)] += 1
+            return fault_proxy.PASS
+        self.proxy.rule = rule
+        unhealthy = (faults.UNHEALTHY,)
+        new_traits = 4 - len(nova.get(
+            '/traits?name=in:CUSTOM_OWNER_NVLINK_PLACEMENT,CUSTOM_PCI_GROUP2,'
+            'CUSTOM_PCI_GROUP4,CUSTOM_NVLINK_RESERVED_0000_19_00_0',
+            version='1.6')['traits'])
+        result = self.reshape(hosts, *FAST, unhealthy=unhealthy)
+        self.assertEqual(0, result.code, result.stderr)
+        conflicts = collections.Counter(
+            kind_of(r.method, r.path) for r in self.proxy.log
+            if r.status == 409)
+        self.assertEqual({'create-trait': new_traits, 'create-provider': 12,
+                          'set-traits': 12, 'move-provider': 16,
+                          'set-reserved': 2}, +raced)
+        # Each race made the tool's write fail once, then it re-read.
+        self.assertEqual({'create-provider': 12, 'set-traits': 12,
+                          'set-reserved': 2}, dict(conflicts))
+
+        seen.clear()
+        raced.clear()
+        del self.proxy.log[:]
+        result = self.openstack('nvlink', 'flatten', '--host', hosts[0],
+                                '--host', hosts[1], '-f', 'json', *FAST)
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual({'set-traits': 2, 'set-reserved': 2,
+                          'move-provider': 16, 'delete-provider': 12},
+                         dict(raced))
+        # Releasing a reservation: the inventory, then the marker trait.
+        self.assertEqual({'set-traits': 2, 'set-reserved': 2},
+                         dict(collections.Counter(
+                             kind_of(r.method, r.path) for r in
+                             self.proxy.log if r.status == 409)))
+        for host in hosts:
+            self.assertEqual(before[host], faults.shape(self.upstream, host))
+        self.proxy.rule = lambda request: fault_proxy.PASS
+        expected = self.expected(unhealthy)
+        self.assertEqual(0, self.reshape(hosts, unhealthy=unhealthy).code)
+        self.assertConverged(hosts, expected)
+
+    def test_name_taken_elsewhere_is_refused(self):
+        hosts = self.hosts(1)
+        faults.seed(self.upstream, hosts)
+        nova = self.proxy.upstream_client()
+
+        def rule(request):
+            if request.method == 'POST':
+                # Someone else takes the name, for a provider of their own
+                # (a root, outside the compute node's tree).
+                nova.request('POST', '/resource_providers', body={
+                    'name': json.loads(request.body)['name']},
+                    version='1.20')
+                self.proxy.rule = lambda request: fault_proxy.PASS
+            return fault_proxy.PASS
+        self.proxy.rule = rule
+        result = self.reshape(hosts, *FAST)
+        self.assertEqual(1, result.code)
+        self.assertIn('cannot create %s_nvlink-group-of-4-a' % hosts[0],
+                      result.stderr)
+        self.assertIn('not the one this tool meant to create', result.stderr)
 
 
-def normalized(client, hosts):
-    """Tree shape by names, without uuids (group uuids differ per run).
+def kind_of(method, path):
+    """The plan action a request belongs to."""
+    if path.startswith('/traits/'):
+        return 'create-trait'
+    if method == 'POST':
+        return 'create-provider'
+    if method == 'DELETE':
+        return 'delete-provider'
+    match = RP_PATH.match(path.split('?')[0])
+    return {'/traits': 'set-traits', '/inventories': 'set-reserved',
+            None: 'move-provider'}[match.group(2)]
 
-    ``{name: (parent name, traits, inventories, allocations)}`` with the
-    host name replaced by ``HOST``.
+
+def compete(nova, request):
+    """Write what ``request`` is about, first; return its action kind."""
+    kind = kind_of(request.method, request.path)
+    if kind == 'create-trait':
+        nova.request('PUT', request.path, version='1.6', expect=(201, 204))
+    elif kind == 'create-provider':
+        body = json.loads(request.body)
+        nova.request('POST', '/resource_providers', version='1.20', body={
+            'name': body['name'],
+            'parent_provider_uuid': body['parent_provider_uuid']})
+    else:
+        # Another writer changes the provider and changes it back: its
+        # generation moves on by two, its content stays.
+        uuid = RP_PATH.match(request.path).group(1)
+        url = '/resource_providers/%s/traits' % uuid
+        body = nova.get(url, version='1.6')
+        nova.request('PUT', '/traits/%s' % RACE_TRAIT, version='1.6',
+                     expect=(201, 204))
+        changed = nova.request('PUT', url, version='1.6', body={
+            'traits': body['traits'] + [RACE_TRAIT],
+            'resource_provider_generation':
+                body['resource_provider_generation']})
+        nova.request('PUT', url, version='1.6', body={
+            'traits': body['traits'], 'resource_provider_generation':
+                changed['resource_provider_generation']})
+    return kind
+
+
+class TestOutage(FaultTestCase):
+    """Placement unreachable for 30 s in the middle of a run.
+
+    The default retry window (60 s) rides it out. The one test that really
+    waits.
     """
-    rps = client.get('/resource_providers')['resource_providers']
-    names = {rp['uuid']: rp['name'] for rp in rps}
-    shape = {}
-    for rp in rps:
-        root = names[rp['root_provider_uuid']]
-        if root not in hosts:
-            continue
-        traits = client.get('/resource_providers/%s/traits' % rp['uuid'])
-        inv = client.get('/resource_providers/%s/inventories' % rp['uuid'])
-        used = client.get('/resource_providers/%s/allocations' % rp['uuid'])
-        shape[rp['name'].replace(root, 'HOST')] = (
-            names.get(rp['parent_provider_uuid'], '').replace(root, 'HOST'),
-            sorted(traits['traits']), inv['inventories'],
-            used['allocations'])
-    return shape
+
+    def test_outage_of_30_seconds(self):
+        expected = self.expected()
+        hosts = self.hosts(3)
+        faults.seed(self.upstream, hosts)
+        writes = fault_proxy.every(10, fault_proxy.REFUSE)
+
+        def rule(request):
+            fault = writes(request)
+            if fault.kind == 'refuse' and not self.proxy.outages:
+                self.proxy.outage(30)
+                return fault
+            return fault_proxy.PASS
+        self.proxy.rule = rule
+        result = self.reshape(hosts)
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertConverged(hosts, expected)
+        (start, end), = self.proxy.outages
+        self.assertIn('rode out', result.stderr)
+        self.assertIn('no connection', result.stderr)
+        # Writes went on after the outage.
+        self.assertGreater(len([r for r in self.proxy.log
+                                if r.fault == 'pass']), 20)
+
+
+class TestThreadedSqlite(FaultTestCase):
+    """gunicorn with several threads on SQLite.
+
+    Concurrent writes make Placement answer HTTP 500 "database is locked".
+    """
+
+    THREADS = 4
+
+    def test_database_locked_converges_in_one_run(self):
+        result = self.converges(lambda request: fault_proxy.PASS,
+                                '--workers', '8', *FAST, count=6)
+        locked = [r for r in self.proxy.log if r.status == 500]
+        # Placement's own answers, retried by the client: each write that
+        # met "database is locked" was sent again until it went through.
+        self.assertGreater(len(locked), 0)
+        self.assertTrue(all('database is locked' in r.error for r in locked),
+                        locked[:1])
+        self.assertIn('rode out %d transient Placement failures (HTTP 500: '
+                      '%d)' % (len(locked), len(locked)), result.stderr)
 
 
 class TestRequestCounts(base.PlacementTestCase):
@@ -86,86 +345,12 @@ class TestRequestCounts(base.PlacementTestCase):
                                      apply=False).actions)
         # listing, custom traits, owner, GROUP2, GROUP4: whatever the hosts.
         self.assertEqual({'GET': 5}, dict(self.client.requests))
-
-
-class TestFaultInjection(base.PlacementTestCase):
-    """Stop or fail at every write of a full reshape, then run again."""
-
-    HOSTS = ('compute-01',)
-
-    def reshape_host(self, client, host):
-        doc = test_day2.h100_topology(health={'0000:19:00.0': 'unhealthy'},
-                                      hosts=('compute-01',))
-        doc['hosts'] = {host: doc['hosts']['compute-01']}
-        topology = loader.parse(doc, base.H100_TOPOLOGY)
-        return run.run(client, [desired.from_topology(topology.hosts[host])])
-
-    def test_crash_before_each_write(self):
-        self.every_write_index('crash')
-
-    def test_crash_after_each_write(self):
-        self.every_write_index('lost')
-
-    def test_error_at_each_write(self):
-        self.every_write_index('error')
-
-    def every_write_index(self, mode):
-        consumer = 'c0c0c0c0-0000-4000-8000-000000000000'
-        names = novalike.seed_host(self.client, 'ref', novalike.BOARD1)
-        novalike.allocate(self.client, consumer, {
-            names['ref_0000:BB:00.0']: {novalike.GPU_RC: 1}})
+        # check also looks for split allocations: the resource classes, the
+        # free GPUs of the one GPU class (no GPU is in use here).
         self.client.requests.clear()
-        clean = self.reshape_host(self.client, 'ref')
-        total = sum(self.client.requests[m] for m in WRITES)
-        # 4 traits (with the reservation marker) + 6 groups x 2 + 8 moves
-        # + one set-reserved of two writes (marker, inventory).
-        self.assertEqual(4 + 12 + 8 + 2, total)
-        self.assertEqual(total - 1, len(clean.actions))
-        expected = normalized(self.client, ['ref'])
-        tried = 0
-        # The traits exist now; a fresh host needs 22 writes.
-        for k in range(1, total - 4 + 1):
-            host = 'h-%s-%d' % (mode, k)
-            names = novalike.seed_host(self.client, host,
-                                       novalike.BOARD1)
-            novalike.allocate(self.client, consumer.replace(
-                'c0c0c0c0', '%08x' % (tried + 1)), {
-                names['%s_0000:BB:00.0' % host]: {novalike.GPU_RC: 1}})
-            faulty = FaultyClient(self.client, k, mode)
-            try:
-                result = self.reshape_host(faulty, host)
-            except Crash:
-                pass
-            else:
-                self.assertEqual('error', mode)
-                self.assertEqual(1, len(result.failures))
-            self.reshape_host(self.client, host)
-            self.assertEqual([], self.reshape_host(self.client,
-                                                   host).actions)
-            got = normalized(self.client, [host])
-            # Allocations differ only by consumer uuid.
-            self.assertEqual(
-                {n: v[:3] for n, v in expected.items()},
-                {n: v[:3] for n, v in got.items()}, '%s %d' % (mode, k))
-            self.assertEqual(
-                [list(v[3].values()) for v in expected.values()],
-                [list(v[3].values()) for v in got.values()])
-            tried += 1
-        self.assertEqual(22, tried)
-
-    def test_trait_creation_interrupted(self):
-        novalike.seed_host(self.client, 'compute-01', novalike.BOARD1)
-        for k in (1, 2, 3):
-            try:
-                self.reshape_host(FaultyClient(self.client, k, 'crash'),
-                                  'compute-01')
-            except Crash:
-                pass
-        result = self.reshape_host(self.client, 'compute-01')
-        self.assertEqual(1, len([a for a in result.actions
-                                 if a.action == act.CREATE_TRAIT]))
-        self.assertEqual([], self.reshape_host(self.client,
-                                               'compute-01').actions)
+        self.assertEqual([], run.run(self.client, hosts, apply=False,
+                                     allocations=run.ALL_HOSTS).findings)
+        self.assertEqual({'GET': 7}, dict(self.client.requests))
 
 
 class TestConcurrentNova(base.PlacementTestCase):
@@ -200,7 +385,8 @@ class TestConcurrentNova(base.PlacementTestCase):
                                      'inventories' % uuid, version='1.26',
                                      body=i)
                     except errors.PlacementError as exc:
-                        conflicts.append(exc.code)
+                        # Nova writes traits at 1.6: a 409 without a code.
+                        conflicts.append(exc.status)
                 rounds.append(1)
 
         writer = threading.Thread(target=refresh)
@@ -226,4 +412,4 @@ class TestConcurrentNova(base.PlacementTestCase):
             self.assertEqual(1, inv['reserved'])
             self.assertEqual(novalike.PCI_TRAITS, sorted(self.client.get(
                 '/resource_providers/%s/traits' % uuid)['traits']))
-        self.assertTrue(set(conflicts) <= {pc.CONCURRENT_UPDATE})
+        self.assertLessEqual(set(conflicts), {409})

@@ -1,0 +1,178 @@
+"""Instances whose GPUs are in more than one NVLink domain of their size.
+
+Placement accepts any allocation; an instance placed before the reshape
+(or by a flavor without the NVLink keys) can hold GPUs that the topology
+puts in different domains. ``check`` reports it (``split-allocation``,
+exit 2) and ``reshape`` warns; the instance and its allocation stay.
+"""
+
+import json
+import os
+
+import fixtures
+from oslotest import base as oslotest_base
+
+from nvlink_placement.placement import snapshot
+from nvlink_placement.plan import actions as act
+from nvlink_placement.plan import desired
+from nvlink_placement.plan import run
+from nvlink_placement.topology import loader
+from tests.functional import base
+from tests.functional import cli
+from tests.functional import test_day2
+from tests import novalike
+
+HOST = 'compute-01'
+# Module ids on novalike.BOARD1: pairs {1,3} {2,4} {5,7} {6,8}, quads
+# {1..4} {5..8}.
+MODULE = {m: a.upper() for a, m in novalike.BOARD1.items()}
+SPLIT_PAIR = 'a1a1a1a1-0000-4000-8000-000000000001'     # modules 1, 2
+GOOD_PAIR = 'a1a1a1a1-0000-4000-8000-000000000002'      # modules 5, 7
+SPLIT_QUAD = 'a1a1a1a1-0000-4000-8000-000000000003'     # modules 3, 4, 6, 8
+
+
+def gpu(module):
+    return '%s_%s' % (HOST, MODULE[module])
+
+
+class TestSplitAllocations(base.PlacementTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.names = novalike.seed_host(self.client, HOST, novalike.BOARD1)
+        for consumer, modules in ((SPLIT_PAIR, (1, 2)), (GOOD_PAIR, (5, 7)),
+                                  (SPLIT_QUAD, (3, 4, 6, 8))):
+            novalike.allocate(self.client, consumer, {
+                self.names[gpu(m)]: {novalike.GPU_RC: 1} for m in modules})
+        topology = loader.parse(test_day2.h100_topology(hosts=(HOST,)),
+                                base.H100_TOPOLOGY)
+        self.hosts = [desired.from_topology(h)
+                      for h in topology.hosts.values()]
+
+    def test_check_reports_each_split_instance(self):
+        hosts = self.hosts
+        findings = run.run(self.client, hosts, apply=False,
+                           allocations=run.ALL_HOSTS).findings
+        self.assertEqual(
+            [(HOST, '%s, %s' % (gpu(2), gpu(1)), act.SPLIT_ALLOCATION,
+              'consumer %s holds 2 GPUs that share no NVLink domain of size '
+              '2 (they are in %s_nvlink-group-of-2-a, '
+              '%s_nvlink-group-of-2-b): the instance keeps running without '
+              'NVLink between them; resize or migrate it to repair'
+              % (SPLIT_PAIR, HOST, HOST)),
+             (HOST, ', '.join(sorted(gpu(m) for m in (3, 4, 6, 8))),
+              act.SPLIT_ALLOCATION,
+              'consumer %s holds 4 GPUs that share no NVLink domain of size '
+              '4 (they are in %s_nvlink-group-of-4-a, '
+              '%s_nvlink-group-of-4-b): the instance keeps running without '
+              'NVLink between them; resize or migrate it to repair'
+              % (SPLIT_QUAD, HOST, HOST))],
+            [(f.host, f.provider, f.drift, f.detail) for f in findings])
+        # The same after the reshape: the tree is in sync, the instances
+        # are still split.
+        run.run(self.client, hosts)
+        again = run.run(self.client, hosts, apply=False,
+                        allocations=run.ALL_HOSTS)
+        self.assertEqual([], again.actions)
+        self.assertEqual([(f.provider, f.detail) for f in findings],
+                         [(f.provider, f.detail) for f in again.findings])
+
+    def test_reads_only_the_gpus_in_use(self):
+        hosts = self.hosts
+        self.client.requests.clear()
+        run.run(self.client, hosts, apply=False, allocations=run.ALL_HOSTS)
+        # 2 to plan (no trait of ours exists yet), the resource classes,
+        # the free GPUs of the one GPU class, then the allocations of the 8
+        # GPUs in use.
+        self.assertEqual({'GET': 2 + 2 + 8}, dict(self.client.requests))
+        run.run(self.client, hosts)
+        self.client.requests.clear()
+        # reshape looks only at hosts it changes: none now.
+        run.run(self.client, hosts, allocations=run.CHANGED_HOSTS)
+        self.assertEqual({'GET': 5}, dict(self.client.requests))
+
+
+class TestCommands(oslotest_base.BaseTestCase):
+    """``check`` exits 2 on a split instance; ``reshape`` warns."""
+
+    def test_check_and_reshape(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        document = snapshot.read_file(base.H100_SNAPSHOT)
+        uuids = {rp['name']: rp['uuid']
+                 for rp in document['resource_providers']}
+        document['allocations'][SPLIT_PAIR] = {
+            'project_id': 'p', 'user_id': 'u', 'consumer_type': 'INSTANCE',
+            'allocations': {
+                uuids[gpu(m)]: {'resources': {novalike.GPU_RC: 1}}
+                for m in (1, 2)}}
+        before = os.path.join(tmp, 'before.json')
+        after = os.path.join(tmp, 'after.json')
+        with open(before, 'w') as f:
+            json.dump(document, f)
+        result = cli.run(self, 'nvlink', 'reshape', '--topology',
+                         base.H100_TOPOLOGY, '--snapshot', before,
+                         '--save-snapshot', after, '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('%s: %s, %s: consumer %s holds 2 GPUs that share no '
+                      'NVLink domain of size 2' % (HOST, gpu(2), gpu(1),
+                                                   SPLIT_PAIR),
+                      result.stderr)
+        self.assertEqual(document['allocations'],
+                         snapshot.read_file(after)['allocations'])
+        check = cli.run(self, 'nvlink', 'check', '--topology',
+                        base.H100_TOPOLOGY, '--snapshot', after, '-f',
+                        'json')
+        self.assertEqual(2, check.code, check.stderr)
+        self.assertEqual([{'host': HOST, 'action': '',
+                           'provider': '%s, %s' % (gpu(2), gpu(1)),
+                           'parent': '', 'drift': 'split-allocation'}],
+                         [dict((k, v) for k, v in row.items()
+                               if k != 'detail')
+                          for row in json.loads(check.stdout)])
+
+
+V100_RC = 'CUSTOM_PCI_10DE_1DB5'
+
+
+class TestMeshSplit(oslotest_base.BaseTestCase):
+    """On a mesh any pair inside it is one domain; across meshes it is not.
+
+    DGX-1 (``etc/examples/direct-nvlink.yaml``): the quads of modules 1-4
+    and 5-8 are meshes serving sizes 2 and 4.
+    """
+
+    def test_pairs_inside_and_across_meshes(self):
+        path = os.path.join(base.EXAMPLES, 'direct-nvlink.yaml')
+        document = snapshot.read_file(os.path.join(
+            base.EXAMPLES, 'direct-nvlink-snapshot.json'))
+        uuids = {rp['name']: rp['uuid']
+                 for rp in document['resource_providers']}
+        across = 'b1b1b1b1-0000-4000-8000-000000000001'     # modules 1, 5
+        inside = 'b1b1b1b1-0000-4000-8000-000000000002'     # modules 2, 4
+        for consumer, addresses in ((across, ('06', '85')),
+                                    (inside, ('07', '0B'))):
+            document['allocations'][consumer] = {
+                'project_id': 'p', 'user_id': 'u',
+                'consumer_type': 'INSTANCE',
+                'allocations': {
+                    uuids['dgx1-01_0000:%s:00.0' % a]: {
+                        'resources': {V100_RC: 1}}
+                    for a in addresses}}
+        tmp = self.useFixture(fixtures.TempDir()).path
+        seeded = os.path.join(tmp, 'seeded.json')
+        with open(seeded, 'w') as f:
+            json.dump(document, f)
+        check = cli.run(self, 'nvlink', 'check', '--topology', path,
+                        '--host', 'dgx1-01', '--snapshot', seeded,
+                        '-f', 'json')
+        self.assertEqual(2, check.code, check.stderr)
+        split = [row for row in json.loads(check.stdout)
+                 if row['drift'] == 'split-allocation']
+        self.assertEqual(
+            [('dgx1-01_0000:06:00.0, dgx1-01_0000:85:00.0',
+              'consumer %s holds 2 GPUs that share no NVLink domain of '
+              'size 2 (they are in dgx1-01_nvlink-group-of-4-a, '
+              'dgx1-01_nvlink-group-of-4-b): the instance keeps running '
+              'without NVLink between them; resize or migrate it to repair'
+              % across)],
+            [(row['provider'], row['detail']) for row in split])
