@@ -1,23 +1,20 @@
 """Reading the files an operator names, and locating errors in them."""
 
-import json
-
+from nvlink_placement import documents
 from nvlink_placement import errors
 
 
 def read_text(path, what):
-    """Return the text of ``path``.
+    """Return the text of ``path`` (see :func:`documents.read_text`).
 
     :param what: what the file is, for the message (``'mapping file'``).
-    :raises NvlinkError: naming the file when it cannot be read.
+    :raises NvlinkError: naming the file when it cannot be read, is not a
+        regular file, is too large or is not UTF-8.
     """
     try:
-        with open(path, encoding='utf-8') as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise errors.NvlinkError('cannot read %s %s: %s'
-                                 % (what, path,
-                                    getattr(exc, 'strerror', None) or exc))
+        return documents.read_text(path)
+    except documents.DocumentError as exc:
+        raise errors.NvlinkError('cannot read %s %s' % (what, exc))
 
 
 def line_error(source, lineno, message):
@@ -26,15 +23,13 @@ def line_error(source, lineno, message):
 
 
 def parse_json(text, source, **options):
-    """``json.loads(text, **options)`` with errors naming file and line.
+    """:func:`documents.parse_json`: errors name the file and the line.
 
-    :raises NvlinkError: ``<source>: line L column C: invalid JSON: ...``.
+    :raises NvlinkError: ``<source>: line L column C: invalid JSON: ...``,
+        or the key path of a repeated key, a nesting too deep or a number
+        too long.
     """
-    try:
-        return json.loads(text, **options)
-    except ValueError as exc:
-        raise errors.NvlinkError('%s: line %d column %d: invalid JSON: %s'
-                                 % (source, exc.lineno, exc.colno, exc.msg))
+    return documents.parse_json(text, source, **options)
 
 
 def seconds(text):
