@@ -89,6 +89,18 @@ def short(value):
         return '<a number of more than %d digits>' % MAX_DIGITS
 
 
+def kind(value):
+    """What ``value`` is, in words: ``a list``, ``a string``, ``null``..."""
+    if value is None:
+        return 'null'
+    for types, name in ((bool, 'a boolean'), ((int, float), 'a number'),
+                        (str, 'a string'), (list, 'a list'),
+                        (dict, 'a mapping')):
+        if isinstance(value, types):
+            return name
+    return 'a %s' % type(value).__name__
+
+
 def clip(text, limit=SHORT):
     """``text`` cut to ``limit`` characters (``...`` marks a cut)."""
     return text if len(text) <= limit else text[:limit] + '...'
@@ -147,6 +159,8 @@ def read_text(path, max_bytes=MAX_BYTES):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise DocumentError(path, exc.strerror or str(exc))
+    except ValueError:  # a NUL character
+        raise DocumentError(short(path), 'not a file name')
     with os.fdopen(fd, 'rb') as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise DocumentError(path, 'not a regular file')

@@ -24,6 +24,7 @@ from nvlink_placement.topology import model
 from nvlink_placement.topology import pci
 from nvlink_placement.topology import schema
 
+
 def read_document(path):
     """Parse a YAML or JSON file into Python data.
 
@@ -137,28 +138,34 @@ def _module_id(value):
     return None if value is None else int(value)
 
 
-def load(path):
+def load(path, gpus_file_dirs=()):
     """Load and validate the topology file at ``path``.
 
+    :param gpus_file_dirs: directories besides the topology file's own
+        from which ``gpus_file`` may be read (see :func:`parse`).
     :returns: :class:`nvlink_placement.topology.model.Topology`.
     :raises TopologyError: listing every problem found.
     """
-    return parse(read_document(path), path)
+    return parse(read_document(path), path, gpus_file_dirs)
 
 
-def parse(document, source='<topology>'):
+def parse(document, source='<topology>', gpus_file_dirs=()):
     """Validate a topology document already parsed into Python data.
 
-    ``gpus_file`` paths are relative to the directory of ``source``.
+    ``gpus_file`` paths are relative to the directory of ``source`` and,
+    symbolic links resolved, must stay inside it or inside one of
+    ``gpus_file_dirs``: a topology from elsewhere cannot make the tool
+    read (and quote) any file it can read.
     """
     found = _schema_errors(document, schema.TOPOLOGY)
-    problems = [('%s: %s' % (source, documents.keypath(parts)) if parts else source,
-                 message) for parts, message, _ in found]
+    problems = [('%s: %s' % (source, documents.keypath(parts))
+                 if parts else source, message)
+                for parts, message, _ in found]
     if found:
         document = _accepted_part(document, found)
         if document is None:
             raise errors.TopologyError(problems)
-    checker = _Checker(source)
+    checker = _Checker(source, gpus_file_dirs)
     topology = checker.build(document)
     if problems or checker.problems:
         raise errors.TopologyError(problems + checker.problems)
@@ -168,8 +175,9 @@ def parse(document, source='<topology>'):
 class _Checker(object):
     """Semantic checks; collects problems instead of stopping at one."""
 
-    def __init__(self, source):
+    def __init__(self, source, gpus_file_dirs=()):
         self.source = source
+        self.gpus_file_dirs = tuple(gpus_file_dirs)
         self.problems = []
 
     def problem(self, parts, message, source=None):
@@ -254,14 +262,40 @@ class _Checker(object):
             self.where[address] = (parts, src)
         return gpus
 
-    def mapping_file(self, relpath, parts):
+    def gpus_file(self, relpath, parts):
+        """The path of a ``gpus_file``, or None when it is not allowed."""
         base = os.path.dirname(os.path.abspath(self.source))
-        path = os.path.join(base, relpath)
+        if '\0' in relpath:
+            self.problem(parts, '%s is not a file name'
+                         % documents.short(relpath))
+            return None
+        path = os.path.normpath(os.path.join(base, relpath))
+        real = os.path.realpath(path)
+        for allowed in (base,) + self.gpus_file_dirs:
+            allowed = os.path.realpath(allowed)
+            if os.path.commonpath([allowed, real]) == allowed:
+                return path
+        self.problem(parts, '%s is outside %s, the directory of the topology '
+                     'file: move it there, or allow its directory with '
+                     '--os-nvlink-gpus-file-dir'
+                     % (documents.short(relpath), base))
+        return None
+
+    def mapping_file(self, relpath, parts):
+        path = self.gpus_file(relpath, parts)
+        if path is None:
+            return []
         try:
             document = read_document(path)
         except errors.TopologyError as exc:
             for loc, msg in exc.problems:
                 self.problem(parts, '%s: %s' % (loc, msg))
+            return []
+        if not isinstance(document, dict):
+            # Never quote a file that is not a mapping: it may be anything.
+            self.problems.append((path, 'expected a mapping of PCI address '
+                                  'to module id, got %s'
+                                  % documents.kind(document)))
             return []
         found = _schema_problems(document, schema.MODULE_MAPPING)
         for where, msg in found:
