@@ -32,16 +32,20 @@ def parse_json(text, source, **options):
     return documents.parse_json(text, source, **options)
 
 
-def seconds(text):
-    """A positive number of seconds (float) from ``text``.
+# The longest wait any option or setting may ask for.
+MAX_SECONDS = 3600
 
-    :raises ValueError: for anything else.
+
+def seconds(text):
+    """A number of seconds (float) above 0, at most :data:`MAX_SECONDS`.
+
+    :raises ValueError: for anything else (also ``inf`` and ``nan``).
     """
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise ValueError('expected a number of seconds above 0, got %r'
-                         % text)
+    if not 0 < value <= MAX_SECONDS:
+        raise ValueError('expected a number of seconds above 0 and at most '
+                         '%d, got %s' % (MAX_SECONDS, documents.short(text)))
     return value

@@ -267,7 +267,8 @@ def build_fake_nvfm(test):
     """Compile ``tests/fakes/fake_nvfm.c`` into a fresh shared library.
 
     Each call builds into a new temporary directory, so each test loads
-    its own copy (own state). Skips the test when there is no compiler.
+    its own copy (own state). Its SONAME is ``libnvfm.so.1``, as the real
+    library's. Skips the test when there is no compiler.
 
     :returns: path of the library.
     """
@@ -275,11 +276,13 @@ def build_fake_nvfm(test):
     if compiler is None:
         test.skipTest('no C compiler (gcc or cc) on PATH: cannot build the '
                       'fake libnvfm')
-    for name in ('FAKE_NVFM_TABLE', 'FAKE_NVFM_FAIL', 'FAKE_NVFM_FAIL_ONCE'):
+    for name in ('FAKE_NVFM_TABLE', 'FAKE_NVFM_FAIL', 'FAKE_NVFM_FAIL_ONCE',
+                 'FAKE_NVFM_HANG', 'FAKE_NVFM_HANG_PIDFILE',
+                 'FAKE_NVFM_STATE'):
         test.useFixture(fixtures.EnvironmentVariable(name))
     out = os.path.join(test.useFixture(fixtures.TempDir()).path,
                        'libnvfm.so.1')
     subprocess.run([compiler, '-shared', '-fPIC', '-O1', '-Wall', '-Werror',
-                    '-o', out, FAKE_NVFM_SOURCE], check=True,
-                   capture_output=True)
+                    '-Wl,-soname,libnvfm.so.1', '-o', out, FAKE_NVFM_SOURCE],
+                   check=True, capture_output=True)
     return out
