@@ -227,11 +227,9 @@ def _check_json(value, source, parts):
         _check_json(item, source, parts + [key])
 
 
-def parse_json(text, source, object_pairs_hook=dict):
+def parse_json(text, source):
     """``json.loads`` with the checks of this module.
 
-    :param object_pairs_hook: builds each object from its ``(key,
-        value)`` pairs once repeated keys have been refused.
     :raises DocumentError: ``<source>: line L column C: invalid JSON:
         ...``, or naming the key path of a repeated key, a nesting too
         deep or a number too long.
@@ -244,7 +242,7 @@ def parse_json(text, source, object_pairs_hook=dict):
                 repeated.repeated = key
                 return repeated
             seen.add(key)
-        return object_pairs_hook(pairs)
+        return dict(pairs)
 
     try:
         document = json.loads(text, object_pairs_hook=pairs_hook,

@@ -22,14 +22,14 @@ def line_error(source, lineno, message):
     return errors.NvlinkError('%s: line %d: %s' % (source, lineno, message))
 
 
-def parse_json(text, source, **options):
+def parse_json(text, source):
     """:func:`documents.parse_json`: errors name the file and the line.
 
     :raises NvlinkError: ``<source>: line L column C: invalid JSON: ...``,
         or the key path of a repeated key, a nesting too deep or a number
         too long.
     """
-    return documents.parse_json(text, source, **options)
+    return documents.parse_json(text, source)
 
 
 # The longest wait any option or setting may ask for.

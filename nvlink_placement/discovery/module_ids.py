@@ -55,10 +55,6 @@ def parse_module_id(value):
                      'decimal string)' % documents.short(value))
 
 
-class _Pairs(list):
-    """A JSON object as its ``(key, value)`` pairs, duplicates kept."""
-
-
 def _key(key):
     return '["%s"]' % documents.clip(key)
 
@@ -73,19 +69,19 @@ def parse_mapping(text, source):
         a key that is not a PCI address, a value that is not a module id,
         or one device listed twice under different spellings.
     """
-    pairs = files.parse_json(text, source, object_pairs_hook=_Pairs)
-    if not isinstance(pairs, _Pairs):
+    # A key given twice is refused by the reader (documents.parse_json).
+    pairs = files.parse_json(text, source)
+    if not isinstance(pairs, dict):
         raise errors.NvlinkError(
             '%s: expected a JSON object {"<PCI address>": <module id>}'
             % source)
     ids = {}
     spelled = {}
-    for key, value in pairs:
+    for key, value in pairs.items():
         if not isinstance(key, str) or not isinstance(value, (int, str)):
             raise errors.NvlinkError(
                 '%s: %s: expected a module id, got %s'
-                % (source, _key(key), documents.clip(json.dumps(
-                    dict(value) if isinstance(value, _Pairs) else value))))
+                % (source, _key(key), documents.clip(json.dumps(value))))
         try:
             address = pci.normalize_address(key)
             module_id = parse_module_id(value)

@@ -38,6 +38,9 @@ _PLANS = {START: partitions.plan_start, STOP: partitions.plan_stop}
 # action: (past tense, the FM code meaning "already so", the state).
 _DONE = {'activate': ('activated', 'FM_ST_IN_USE', 'already active'),
          'deactivate': ('deactivated', 'FM_ST_UNINITIALIZED', 'not active')}
+_DOING = {'activate': 'activating partition %d (fmActivateFabricPartition)',
+          'deactivate':
+              'deactivating partition %d (fmDeactivateFabricPartition)'}
 
 
 def nvidia_gpus(addresses, sysfs_root):
@@ -105,7 +108,7 @@ def _talk_to_fm(settings, action, name, gpus, mapping, step):
             if plan.action is None:
                 messages.append(plan.detail)
             else:
-                step('%s partition %d' % (plan.action, plan.partition.id))
+                step(_DOING[plan.action] % plan.partition.id)
                 messages.append(_act(fm, plan))
         step('disconnecting (fmDisconnect)')
     return messages

@@ -16,7 +16,9 @@
  *                               the first such call of this loaded copy of
  *                               the library returns the code, later calls
  *                               work (a dropped connection).
- *   FAKE_NVFM_HANG=call         that call never returns (FM stuck); with
+ *   FAKE_NVFM_HANG=call         that call hangs (FM stuck): it returns
+ *                               FM_ST_TIMEOUT after HANG_SECONDS (60), so
+ *                               a test that forgets it still ends; with
  *                               FAKE_NVFM_HANG_PIDFILE=path it first
  *                               writes the process id there.
  *   FAKE_NVFM_STATE=path        the active partitions live in this file
@@ -57,6 +59,7 @@ enum {
     FM_ST_BADPARAM = -1,
     FM_ST_GENERIC_ERROR = -2,
     FM_ST_UNINITIALIZED = -4,
+    FM_ST_TIMEOUT = -5,
     FM_ST_VERSION_MISMATCH = -6,
     FM_ST_IN_USE = -7,
     FM_ST_CONNECTION_NOT_VALID = -9,
@@ -124,6 +127,7 @@ static const struct table_entry b200_table[] = {
 };
 
 #define TABLE_SIZE 15
+#define HANG_SECONDS 60
 
 static int initialized;
 static int connected;
@@ -149,21 +153,23 @@ static int lookup(const char *name, const char *call)
     return 0;
 }
 
-/* FAKE_NVFM_HANG: block for good in `call`, as a stuck FM client does. */
-static void hang(const char *call)
+/* FAKE_NVFM_HANG: block in `call` as a stuck FM client does; 1 if so. */
+static int hang(const char *call)
 {
     const char *name = getenv("FAKE_NVFM_HANG");
     const char *pidfile = getenv("FAKE_NVFM_HANG_PIDFILE");
     FILE *out;
+    int left = HANG_SECONDS;
 
     if (!name || strcmp(name, call) != 0)
-        return;
+        return 0;
     if (pidfile && (out = fopen(pidfile, "w"))) {
         fprintf(out, "%d\n", (int)getpid());
         fclose(out);
     }
-    for (;;)
-        sleep(1000);
+    while (left > 0)
+        left = sleep(left);
+    return 1;
 }
 
 /* With FAKE_NVFM_STATE, read the active partitions from the file. */
@@ -200,7 +206,8 @@ static int injected(const char *call)
     int code = lookup("FAKE_NVFM_FAIL", call);
     int i;
 
-    hang(call);
+    if (hang(call))
+        return FM_ST_TIMEOUT;
 
     if (code)
         return code;
