@@ -119,6 +119,8 @@ def _one_of_message(error):
 
 
 def _describe(sub):
+    if 'oneOf' in sub:
+        return ' or '.join(_describe(s) for s in sub['oneOf'])
     if sub.get('type') == 'integer':
         return 'a non-negative integer'
     if 'pattern' in sub and sub.get('type') == 'string':
@@ -130,6 +132,14 @@ def _describe(sub):
     if 'const' in sub:
         return repr(sub['const'])
     return 'a %s' % sub.get('type', 'value')
+
+
+def _is_address(text):
+    try:
+        pci.normalize_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _module_id(value):
@@ -291,11 +301,16 @@ class _Checker(object):
             for loc, msg in exc.problems:
                 self.problem(parts, '%s: %s' % (loc, msg))
             return []
+        # Never quote a file that is no GPU map at all: it may be anything.
         if not isinstance(document, dict):
-            # Never quote a file that is not a mapping: it may be anything.
             self.problems.append((path, 'expected a mapping of PCI address '
                                   'to module id, got %s'
                                   % documents.kind(document)))
+            return []
+        if document and not any(map(_is_address, document)):
+            self.problems.append((path, 'expected a mapping of PCI address '
+                                  'to module id; none of its %d keys is a '
+                                  'PCI address' % len(document)))
             return []
         found = _schema_problems(document, schema.MODULE_MAPPING)
         for where, msg in found:

@@ -6,9 +6,10 @@ details, a group may be a mapping ``{members, source}``, and a host may
 list ``nvswitches`` and ``notes``.
 """
 
+# Module ids are small; the bound keeps int() of a 5000-digit string away.
 _MODULE_ID = {
-    'oneOf': [{'type': 'integer', 'minimum': 0},
-              {'type': 'string', 'pattern': r'^\s*[0-9]+\s*$'}],
+    'oneOf': [{'type': 'integer', 'minimum': 0, 'maximum': 2 ** 31 - 1},
+              {'type': 'string', 'pattern': r'^\s*[0-9]{1,10}\s*$'}],
 }
 
 _HEALTH = {

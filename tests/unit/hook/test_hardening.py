@@ -18,6 +18,7 @@ import textwrap
 
 import fixtures
 
+from nvlink_placement import errors
 from nvlink_placement.hook import activation
 from nvlink_placement.hook import config
 from nvlink_placement.hook import domain
@@ -189,24 +190,26 @@ class TestEveryFailureTakesThePolicyPath(ScriptTest):
         self.assertEqual([], self.active())
 
     def test_deeply_nested_mapping(self):
-        for text, where in (('[' * 5000 + ']' * 5000, ''),
-                            ('{"a": ' * 40 + '1' + '}' * 40,
-                             ': ' + '.'.join('a' * 32))):
+        for text, where, policy, code, head in (
+                ('[' * 5000 + ']' * 5000, '', 'refuse', 1, REFUSED),
+                ('{"a": ' * 40 + '1' + '}' * 40, ': ' + '.'.join('a' * 32),
+                 'allow', 0, ALLOWED)):
             self.write_mapping(text)
-            self.env(NVLINK_HOOK_POLICY='refuse')
-            message = '%s%s: nested deeper than 32 levels\n' % (
-                self.mapping, where)
-            self.assertEqual((1, REFUSED + message), self.start(gpus(1, 3)))
-            self.env(NVLINK_HOOK_POLICY='allow')
-            self.assertEqual((0, ALLOWED + message), self.start(gpus(1, 3)))
+            self.env(NVLINK_HOOK_POLICY=policy)
+            self.assertEqual(
+                (code, head + '%s%s: nested deeper than 32 levels\n'
+                 % (self.mapping, where)), self.start(gpus(1, 3)))
 
     def test_timeouts_beyond_an_hour(self):
-        for value in ('1e308', 'inf', '3601'):
-            self.env(NVLINK_HOOK_FM_TIMEOUT=value)
-            self.assertEqual(
-                (1, P + 'error: environment NVLINK_HOOK_FM_TIMEOUT: expected '
-                 'a number of seconds above 0 and at most 3600, got %r\n'
-                 % value), self.start(gpus(1, 3)))
+        self.env(NVLINK_HOOK_FM_TIMEOUT='1e308')
+        self.assertEqual(
+            (1, P + "error: environment NVLINK_HOOK_FM_TIMEOUT: expected a "
+             "number of seconds above 0 and at most 3600, got '1e308'\n"),
+            self.start(gpus(1, 3)))
+        for key in ('fm_timeout', 'fm_deadline', 'lock_timeout'):
+            for value in ('inf', 'nan', '3601', '-1'):
+                self.assertRaises(errors.NvlinkError, config.settings_from,
+                                  [(key, value, key)])
 
     def test_unexpected_errors_follow_the_policy(self):
         # A bug (here: a TypeError) is one line, like any failure.
