@@ -350,9 +350,11 @@ def parse_yaml(text, source):
     """
     import yaml
 
-    loader = _yaml_loader()(text)
-    loader.source = source
+    loader = None
     try:
+        # The reader refuses control characters while it is built.
+        loader = _yaml_loader()(text)
+        loader.source = source
         return loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -369,4 +371,5 @@ def parse_yaml(text, source):
         raise DocumentError(source, 'invalid YAML value: %s'
                             % ' '.join(str(exc).split())[:200])
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

@@ -18,8 +18,12 @@ def read_text(path, what):
 
 
 def line_error(source, lineno, message):
-    """Return an NvlinkError located at ``<source>: line <lineno>``."""
-    return errors.NvlinkError('%s: line %d: %s' % (source, lineno, message))
+    """Return an NvlinkError located at ``<source>: line <lineno>``.
+
+    ``message`` is cut to 500 characters: it may quote the line.
+    """
+    return errors.NvlinkError('%s: line %d: %s' % (
+        source, lineno, documents.clip(str(message), 500)))
 
 
 def parse_json(text, source):

@@ -29,12 +29,15 @@ import subprocess
 
 from nvlink_placement.discovery import files
 from nvlink_placement.discovery import module_ids
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.topology import pci
 
 DEFAULT_TIMEOUT = 5.0  # seconds; `topo -m` has been seen to take 112 s
 _GPU_HEADER = re.compile(r'^GPU\s+(\S+:\S+)\s*$')
-_TEMPERATURE = re.compile(r'^(-?\d+)\s*C$')
+_TEMPERATURE = re.compile(r'^(-?[0-9]{1,6})\s*C$')
+# A count nvidia-smi prints (no more digits than a 64-bit counter has).
+_COUNT = re.compile(r'^[0-9]{1,20}$')
 
 
 @dataclasses.dataclass
@@ -138,17 +141,19 @@ def parse_query(text, source):
         if path == ('pci', 'bus id'):
             gpu.address = _address(value, source, lineno)
         elif key == 'module id':
-            if not value.isdigit():
+            try:
+                gpu.module_id = module_ids.parse_module_id(value)
+            except ValueError:
                 raise files.line_error(source, lineno,
-                                       'module id %r is not a number' % value)
-            gpu.module_id = int(value)
+                                       'module id %s is not a number'
+                                       % documents.short(value))
         elif path == ('mig mode', 'current'):
             gpu.mig_enabled = value.lower() == 'enabled'
         elif path == ('gpu virtualization mode', 'virtualization mode'):
             gpu.host_vgpu = value.lower() == 'host vgpu'
         elif path[:2] == ('ecc errors', 'volatile') and any(
                 'uncorrectable' in p or p == 'double bit' for p in path):
-            if value.isdigit() and int(value):
+            if _COUNT.match(value) and int(value):
                 gpu.ecc_uncorrected.append(('/'.join(path[2:]),
                                             int(value)))
         elif (path[0] in ('retired pages', 'remapped rows') and
@@ -158,7 +163,8 @@ def parse_query(text, source):
             match = _TEMPERATURE.match(value)
             if not match:
                 raise files.line_error(source, lineno,
-                                       'temperature %r is not "<n> C"' % value)
+                                       'temperature %s is not "<n> C"'
+                                       % documents.short(value))
             gpu.temperature_c = int(match.group(1))
     if not gpus:
         raise errors.NvlinkError(

@@ -26,8 +26,9 @@ from nvlink_placement import errors
 from nvlink_placement.topology import pci
 
 _CELL_SPLIT = re.compile(r'\t| {2,}')
-_LINK = re.compile(r'^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$')
-_GPU = re.compile(r'^GPU(\d+)$')
+# Bounded digits: int() of thousands of digits fails.
+_LINK = re.compile(r'^(?:X|NV[0-9]{1,4}|PIX|PXB|PHB|NODE|SYS|SOC)$')
+_GPU = re.compile(r'^GPU([0-9]{1,4})$')
 
 
 @dataclasses.dataclass

@@ -159,7 +159,8 @@ def parse_file(text, source):
                                  % (source, extra[0], SECTION))
     if not parser.has_section(SECTION):
         return []
-    return [(key, text, '%s: [%s] %s' % (source, SECTION, key))
+    return [(key, text, '%s: [%s] %s' % (source, SECTION,
+                                         documents.clip(key)))
             for key, text in parser.items(SECTION)]
 
 

@@ -25,6 +25,11 @@ from nvlink_placement.topology import pci
 from nvlink_placement.topology import schema
 
 
+# Longest gpus_file accepted, and longest name in it (Linux NAME_MAX).
+MAX_PATH = 1024
+MAX_NAME = 255
+
+
 def read_document(path):
     """Parse a YAML or JSON file into Python data.
 
@@ -275,7 +280,8 @@ class _Checker(object):
     def gpus_file(self, relpath, parts):
         """The path of a ``gpus_file``, or None when it is not allowed."""
         base = os.path.dirname(os.path.abspath(self.source))
-        if '\0' in relpath:
+        if '\0' in relpath or len(relpath) > MAX_PATH or any(
+                len(name) > MAX_NAME for name in relpath.split(os.sep)):
             self.problem(parts, '%s is not a file name'
                          % documents.short(relpath))
             return None
