@@ -9,8 +9,8 @@ when OSC imports our plugin, masks the value after every option whose
 name says password, token, secret or key, and after the ``--os***`` that
 ``mask_password`` leaves in place of such a name.
 
-Other libraries' debug lines are theirs: keystoneauth logs tokens as
-``{SHA256}`` digests and masks passwords in request bodies; see
+Other libraries' debug lines are theirs (keystoneauth does not log its
+token request and logs tokens in headers as ``{SHA256}`` digests); see
 ``doc/source/operator-guide.rst``.
 """
 
