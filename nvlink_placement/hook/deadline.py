@@ -81,19 +81,22 @@ def run(work, seconds, what):
         finally:
             os._exit(code)
     os.close(write_fd)
+    data, finished = b'', False
     try:
         data, finished = _read_until(read_fd, time.monotonic() + seconds)
-    finally:
+    finally:  # whatever happened here, the child does not outlive us
         os.close(read_fd)
-    if not finished:
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+        if not finished:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
     reports = []
     for line in data.decode('utf-8', 'replace').splitlines():
         try:
-            reports.append(json.loads(line))
+            report = json.loads(line)
         except ValueError:  # cut short by the kill
-            pass
+            continue
+        if isinstance(report, dict):
+            reports.append(report)
     steps = [r['step'] for r in reports if 'step' in r]
     doing = ' while %s' % steps[-1] if steps else ''
     if not finished:
