@@ -18,7 +18,8 @@ Standard output stays empty: for ``migrate begin`` and ``restore begin``
 as a replacement domain XML, and empty output keeps the XML unchanged.
 Settings: ``/etc/nvlink-placement/hook.conf`` (see
 :mod:`nvlink_placement.hook.config`). Exit status: 0 done or nothing to
-do, 1 failure (refused start), 2 wrong arguments.
+do, 1 failure (refused start), 2 wrong arguments. Every failure,
+unreadable domain XML included, is one line and follows the policy.
 
 Runs on a compute node with nothing but Python 3.10+: it imports no
 OpenStack library.
@@ -41,6 +42,8 @@ ACTIONS = {('prepare', 'begin'): activation.START,
            ('release', 'end'): activation.STOP}
 USAGE = ('usage: %s GUEST OPERATION SUB-OPERATION [EXTRA] < DOMAIN-XML\n'
          % PROG)
+# Domain XML of the largest guests is a few hundred KB.
+MAX_XML = 16 * 1024 * 1024
 
 
 def make_logger(destination, stream):
@@ -69,8 +72,13 @@ def make_logger(destination, stream):
             log.warning('log = syslog, but %s does not exist: logging to '
                         'standard error' % SYSLOG_SOCKET)
         return log
-    to_syslog = logging.handlers.SysLogHandler(
-        SYSLOG_SOCKET, logging.handlers.SysLogHandler.LOG_DAEMON)
+    try:
+        to_syslog = logging.handlers.SysLogHandler(
+            SYSLOG_SOCKET, logging.handlers.SysLogHandler.LOG_DAEMON)
+    except OSError as exc:
+        log.warning('cannot log to %s (%s): logging to standard error'
+                    % (SYSLOG_SOCKET, exc.strerror or exc))
+        return log
     to_syslog.setFormatter(logging.Formatter(
         PROG + '[%(process)d]: %(message)s'))
     log.addHandler(to_syslog)
@@ -78,8 +86,33 @@ def make_logger(destination, stream):
     return log
 
 
+def _read_xml(stream):
+    """Up to :data:`MAX_XML` bytes of the domain XML from ``stream``."""
+    data = getattr(stream, 'buffer', stream).read(MAX_XML + 1)
+    if len(data) > MAX_XML:
+        raise errors.NvlinkError('the domain XML is larger than %d bytes'
+                                 % MAX_XML)
+    return data
+
+
+def _guest(argv):
+    """The guest, or ``(None, problem)`` when its XML cannot be read."""
+    name = domain.printable(argv[0])
+    try:
+        guest = domain.parse(_read_xml(sys.stdin),
+                             'domain XML of guest %s' % name)
+    except errors.NvlinkError as exc:
+        return domain.Domain(name, ()), exc
+    return guest._replace(name=guest.name or name), None
+
+
 def main(argv=None):
-    """Console script entry point; returns the exit status."""
+    """Console script entry point; returns the exit status.
+
+    Once the configuration is read every failure, expected or not, takes
+    the policy path with a one-line message; before that (no policy
+    known) it exits 1 with a one-line message.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] in (['-h'], ['--help']):
         sys.stdout.write(USAGE + '\n' + __doc__.split('\n\n', 1)[1])
@@ -91,14 +124,16 @@ def main(argv=None):
     if action is None:
         return 0
     try:
-        guest = domain.parse(sys.stdin.read(),
-                             'domain XML of guest %s' % argv[0])
-        if not guest.pci_addresses:
+        guest, problem = _guest(argv)
+        if problem is None and not guest.pci_addresses:
             return 0
         settings = config.load(os.environ)
-    except errors.NvlinkError as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, exc))
+    except Exception as exc:
+        sys.stderr.write('%s: error: %s\n' % (PROG, ' '.join(str(
+            exc if isinstance(exc, errors.NvlinkError) else 'unexpected %s: '
+            '%s' % (type(exc).__name__, exc)).split())))
         return 1
     log = make_logger(settings.log, sys.stderr)
-    return activation.run(settings, action,
-                          guest._replace(name=guest.name or argv[0]), log)
+    if problem is not None:
+        return activation.failed(settings, action, guest.name, problem, log)
+    return activation.run(settings, action, guest, log)

@@ -10,12 +10,17 @@ as ints or decimal strings.
 """
 
 import json
+import re
 
 from nvlink_placement.discovery import files
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.topology import pci
 
 DEFAULT_MAPPING_FILE = '/run/nvidia-fabricmanager/gpu-pci-module-mapping.json'
+# Larger than any module or FM physical id (FM structs hold 32 bits).
+MAX_MODULE_ID = 2 ** 31 - 1
+_DECIMAL = re.compile(r'^\s*[0-9]+\s*$')
 
 
 class ModuleIds:
@@ -33,20 +38,25 @@ class ModuleIds:
 def parse_module_id(value):
     """Return a module id from a JSON int or a decimal string.
 
-    :raises ValueError: for anything else (bools, negative numbers, hex).
+    :raises ValueError: for anything else (bools, negative numbers, hex),
+        or a number above :data:`MAX_MODULE_ID`.
     """
     if isinstance(value, bool):
         raise ValueError('%r is not a module id' % (value,))
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str) and _DECIMAL.match(value):
+        digits = value.strip()
+        value = int(digits) if len(digits) <= 10 else MAX_MODULE_ID + 1
     if isinstance(value, int) and value >= 0:
+        if value > MAX_MODULE_ID:
+            raise ValueError('%s is larger than any module id (at most %d)'
+                             % (documents.short(value), MAX_MODULE_ID))
         return value
-    raise ValueError('%r is not a module id (expected an integer or a '
-                     'decimal string)' % (value,))
+    raise ValueError('%s is not a module id (expected an integer or a '
+                     'decimal string)' % documents.short(value))
 
 
-class _Pairs(list):
-    """A JSON object as its ``(key, value)`` pairs, duplicates kept."""
+def _key(key):
+    return '["%s"]' % documents.clip(key)
 
 
 def parse_mapping(text, source):
@@ -59,24 +69,24 @@ def parse_mapping(text, source):
         a key that is not a PCI address, a value that is not a module id,
         or one device listed twice under different spellings.
     """
-    pairs = files.parse_json(text, source, object_pairs_hook=_Pairs)
-    if not isinstance(pairs, _Pairs):
+    # A key given twice is refused by the reader (documents.parse_json).
+    pairs = files.parse_json(text, source)
+    if not isinstance(pairs, dict):
         raise errors.NvlinkError(
             '%s: expected a JSON object {"<PCI address>": <module id>}'
             % source)
     ids = {}
     spelled = {}
-    for key, value in pairs:
+    for key, value in pairs.items():
         if not isinstance(key, str) or not isinstance(value, (int, str)):
             raise errors.NvlinkError(
-                '%s: ["%s"]: expected a module id, got %s'
-                % (source, key, json.dumps(
-                    dict(value) if isinstance(value, _Pairs) else value)))
+                '%s: %s: expected a module id, got %s'
+                % (source, _key(key), documents.clip(json.dumps(value))))
         try:
             address = pci.normalize_address(key)
             module_id = parse_module_id(value)
         except ValueError as exc:
-            raise errors.NvlinkError('%s: ["%s"]: %s' % (source, key, exc))
+            raise errors.NvlinkError('%s: %s: %s' % (source, _key(key), exc))
         if address in ids:
             raise errors.NvlinkError(
                 '%s: "%s" and "%s" are the same device %s'

@@ -35,12 +35,15 @@ import subprocess
 
 from nvlink_placement.discovery import files
 from nvlink_placement.discovery import module_ids
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.topology import pci
 
 DEFAULT_TIMEOUT = 5.0  # seconds; `topo -m` has been seen to take 112 s
 _GPU_HEADER = re.compile(r'^GPU\s+(\S+:\S+)\s*$')
-_TEMPERATURE = re.compile(r'^(-?\d+)\s*C$')
+_TEMPERATURE = re.compile(r'^(-?[0-9]{1,6})\s*C$')
+# A count nvidia-smi prints (no more digits than a 64-bit counter has).
+_COUNT = re.compile(r'^[0-9]{1,20}$')
 _LOST = re.compile(r'Unable to (?:determine|detect) the device handle for '
                    r'GPU\s*([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-7])'
                    r'\s*:\s*(.*?)\s*$')
@@ -162,9 +165,10 @@ def parse_query(text, source):
                                line=lineno))
             continue
         if path == ('attached gpus',) and not gpus:
-            if not value.isdigit():
-                raise files.line_error(source, lineno, 'Attached GPUs %r '
-                                       'is not a number' % value)
+            if not _COUNT.match(value):
+                raise files.line_error(source, lineno, 'Attached GPUs %s '
+                                       'is not a number'
+                                       % documents.short(value))
             attached = int(value)
             continue
         if not gpus or value in ('N/A', ''):
@@ -174,17 +178,19 @@ def parse_query(text, source):
         if path == ('pci', 'bus id'):
             gpu.address = _address(value, source, lineno)
         elif key == 'module id':
-            if not value.isdigit():
+            try:
+                gpu.module_id = module_ids.parse_module_id(value)
+            except ValueError:
                 raise files.line_error(source, lineno,
-                                       'module id %r is not a number' % value)
-            gpu.module_id = int(value)
+                                       'module id %s is not a number'
+                                       % documents.short(value))
         elif path == ('mig mode', 'current'):
             gpu.mig_enabled = value.lower() == 'enabled'
         elif path == ('gpu virtualization mode', 'virtualization mode'):
             gpu.host_vgpu = value.lower() == 'host vgpu'
         elif path[:2] == ('ecc errors', 'volatile') and any(
                 'uncorrectable' in p or p == 'double bit' for p in path):
-            if value.isdigit() and int(value):
+            if _COUNT.match(value) and int(value):
                 gpu.ecc_uncorrected.append(('/'.join(path[2:]),
                                             int(value)))
         elif (path[0] in ('retired pages', 'remapped rows') and
@@ -194,7 +200,8 @@ def parse_query(text, source):
             match = _TEMPERATURE.match(value)
             if not match:
                 raise files.line_error(source, lineno,
-                                       'temperature %r is not "<n> C"' % value)
+                                       'temperature %s is not "<n> C"'
+                                       % documents.short(value))
             gpu.temperature_c = int(match.group(1))
     if not gpus and not lost:
         raise errors.NvlinkError(

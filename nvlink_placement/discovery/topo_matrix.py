@@ -36,8 +36,9 @@ from nvlink_placement.topology import pci
 _CELL_SPLIT = re.compile(r'\t| {2,}')
 # A word of a row: a device name, a link, an affinity value.
 _WORD = re.compile(r'^(?:[A-Za-z][A-Za-z0-9_]*|[0-9][0-9,-]*|N/A)$')
-_LINK = re.compile(r'^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$')
-_GPU = re.compile(r'^GPU(\d+)$')
+# Bounded digits: int() of thousands of digits fails.
+_LINK = re.compile(r'^(?:X|NV[0-9]{1,4}|PIX|PXB|PHB|NODE|SYS|SOC)$')
+_GPU = re.compile(r'^GPU([0-9]{1,4})$')
 # Where the attribute columns start in a header, and their names.
 _ATTRIBUTES = re.compile(r'(?:CPU|NUMA|NIC)\s+Affinity|GPU\s+NUMA\s+ID')
 _ATTRIBUTE_NAME = re.compile(r'(?:CPU|NUMA|NIC)\s+Affinity|GPU\s+NUMA\s+ID|'

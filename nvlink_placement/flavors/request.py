@@ -27,7 +27,6 @@ the MOSK extension of DESIGN.md section 5):
 """
 
 import dataclasses
-import json
 import math
 import re
 import urllib.parse
@@ -35,13 +34,25 @@ import uuid
 
 import os_resource_classes
 import os_traits
-import yaml
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
 
 MICROVERSION = '1.36'
 DEFAULT_LIMIT = 1000
+# Placement's largest amount and limit (placement/db/constants.py MAX_INT,
+# the bound of its inventory schemas); Nova bounds flavor vcpus, ram and
+# disk by the same number (nova/db/constants.py).
+MAX_INT = 0x7FFFFFFF
+# Longest resource class or trait name (placement/schemas/common.py) and
+# flavor name, extra spec key or value (Nova's flavor API schemas).
+MAX_NAME = 255
+# Devices one alias may ask for: more than any server holds (an HGX-2
+# board has 16 GPUs). Each becomes a request group: without a bound a
+# typo such as h100:99999999999999999999 exhausts memory.
+MAX_ALIAS_COUNT = 64
+_AMOUNT = re.compile(r'^\s*[0-9]+\s*$')
 
 # nova/scheduler/utils.py: granular extra spec keys.
 _XS_KEY = re.compile(
@@ -136,26 +147,52 @@ def trait_name(name):
     return os_traits.normalize_name(name)
 
 
+def _name_checked(name, what, where):
+    if len(name) > MAX_NAME:
+        raise errors.NvlinkError('%s: %s %s is longer than %d characters'
+                                 % (where, what, documents.short(name),
+                                    MAX_NAME))
+    return name
+
+
 def alias_from_spec(spec, source='alias'):
     """Build an :class:`Alias` from one ``[pci] alias`` JSON object.
 
-    :raises NvlinkError: when it names no device class.
+    :raises NvlinkError: when it is not an object with a string ``name``,
+        a field this module reads is not a string, it names no device
+        class, or a resource class or trait name is too long for
+        Placement.
     """
     if not isinstance(spec, dict) or not isinstance(spec.get('name'), str):
         raise errors.NvlinkError('%s: an alias is a JSON object with a '
-                                 '"name" (got %r)' % (source, spec))
+                                 '"name" (got %s)'
+                                 % (source, documents.short(spec)))
     name = spec['name'].strip()
+    where = '%s: alias %s' % (source, documents.short(name))
+    for field in ('resource_class', 'vendor_id', 'product_id', 'traits'):
+        if spec.get(field) is not None and not isinstance(spec[field], str):
+            raise errors.NvlinkError('%s: %s must be a string, got %s'
+                                     % (where, field,
+                                        documents.short(spec[field])))
     vendor, product = spec.get('vendor_id'), spec.get('product_id')
     if not spec.get('resource_class') and not (vendor and product):
         raise errors.NvlinkError(
-            '%s: alias %r needs resource_class or vendor_id and product_id '
+            '%s: alias %s needs resource_class or vendor_id and product_id '
             '(Nova derives the Placement resource class from them)'
-            % (source, name))
-    traits = tuple(sorted({trait_name(t) for t in
-                           str(spec.get('traits') or '').split(',')
+            % (source, documents.short(name)))
+    traits = tuple(sorted({_name_checked(trait_name(t), 'trait', where)
+                           for t in (spec.get('traits') or '').split(',')
                            if t.strip()}))
-    return Alias(name, resource_class_name(spec.get('resource_class'),
-                                           vendor, product), traits)
+    return Alias(name, _name_checked(resource_class_name(
+        spec.get('resource_class'), vendor, product), 'resource class',
+        where), traits)
+
+
+def _is_alias_list(document):
+    if isinstance(document, dict):
+        return 'name' in document
+    return (isinstance(document, list) and bool(document) and
+            all(isinstance(d, dict) for d in document))
 
 
 def parse_alias_config(text, source='alias config'):
@@ -164,30 +201,31 @@ def parse_alias_config(text, source='alias config'):
     Accepts a JSON/YAML list of alias objects (or one object), or
     nova.conf text: every ``alias = {...}`` in section ``[pci]`` (or
     before any section), JSON continued on indented lines; other lines
-    are ignored.
+    are ignored. YAML and JSON are read by :mod:`nvlink_placement.documents`.
 
     :returns: dict alias name -> :class:`Alias`.
     :raises NvlinkError: for bad JSON, no alias, or a name given twice
-        (PCI in Placement supports one spec per alias).
+        (PCI in Placement supports one spec per alias); for text that is
+        neither nova.conf nor an acceptable YAML document, the YAML error.
     """
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError:
-        document = None
-    if isinstance(document, dict) and 'name' in document:
-        specs = [document]
-    elif (isinstance(document, list) and document and
-          all(isinstance(d, dict) for d in document)):
-        specs = document
+        document, problem = documents.parse_yaml(text, source), None
+    except documents.DocumentError as exc:
+        document, problem = None, exc
+    if _is_alias_list(document):
+        specs = document if isinstance(document, list) else [document]
     else:
         specs = _ini_aliases(text, source)
+        if not specs and problem is not None:
+            raise problem
     aliases = {}
     for spec in specs:
         alias = alias_from_spec(spec, source)
         if alias.name in aliases:
             raise errors.NvlinkError(
-                '%s: alias %r is defined twice; with PCI in Placement an '
-                'alias has exactly one spec' % (source, alias.name))
+                '%s: alias %s is defined twice; with PCI in Placement an '
+                'alias has exactly one spec'
+                % (source, documents.short(alias.name)))
         aliases[alias.name] = alias
     if not aliases:
         raise errors.NvlinkError('%s: no [pci] alias found' % source)
@@ -214,20 +252,21 @@ def _ini_aliases(text, source):
     specs = []
     for number, parts in values:
         try:
-            specs.append(json.loads(' '.join(parts)))
-        except ValueError as exc:
-            raise errors.NvlinkError('%s: line %d: alias is not JSON: %s'
-                                     % (source, number, exc))
+            specs.append(documents.parse_json(' '.join(parts), source))
+        except documents.DocumentError as exc:
+            raise errors.NvlinkError(
+                '%s: line %d: alias is not JSON: %s'
+                % (source, number, exc.reason.replace('invalid JSON: ', '',
+                                                      1)))
     return specs
 
 
 def read_alias_config(path):
-    """:func:`parse_alias_config` of the file at ``path``."""
-    try:
-        with open(path, encoding='utf-8') as f:
-            return parse_alias_config(f.read(), path)
-    except OSError as exc:
-        raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
+    """:func:`parse_alias_config` of the file at ``path``.
+
+    :raises NvlinkError: naming the file (see :func:`documents.read_text`).
+    """
+    return parse_alias_config(documents.read_text(path), path)
 
 
 def gpu_class(gpu):
@@ -297,34 +336,62 @@ def flavor_from_dict(data, source='flavor'):
     """Validate one flavor as ``flavor generate -f json|yaml`` prints it.
 
     Also accepts ``properties`` (``openstack flavor show -f json``) for
-    ``extra_specs`` and optional ``ephemeral`` / ``swap``.
+    ``extra_specs`` and optional ``ephemeral`` / ``swap``. Bounds are
+    Nova's flavor API ones: sizes up to :data:`MAX_INT`, names, extra
+    spec keys and values up to :data:`MAX_NAME` characters.
 
     :returns: dict with ``name, vcpus, ram, disk, ephemeral, swap,
-        extra_specs``.
+        extra_specs`` (extra spec values as strings).
     :raises NvlinkError: naming the flavor and the field.
     """
     if not isinstance(data, dict):
-        raise errors.NvlinkError('%s: a flavor is a mapping, got %r'
-                                 % (source, data))
+        raise errors.NvlinkError('%s: a flavor is a mapping, got %s'
+                                 % (source, documents.short(data)))
     name = data.get('name')
-    where = '%s: flavor %s' % (source, name if name else '(no name)')
+    where = '%s: flavor %s' % (source, documents.clip(name) if (
+        isinstance(name, str) and name) else '(no name)')
     if not isinstance(name, str) or not name:
         raise errors.NvlinkError('%s: needs a name' % where)
-    flavor = {'name': name}
+    flavor = {'name': _name_checked(name, 'name', where)}
     for field in _FLAVOR_FIELDS + _OPTIONAL_FIELDS:
         value = data.get(field)
         if value in ('', None) and field in _OPTIONAL_FIELDS:
             value = 0
-        if isinstance(value, bool) or not isinstance(value, int) or (
-                value < 0):
-            raise errors.NvlinkError('%s: %s must be a non-negative integer, '
-                                     'got %r' % (where, field, value))
+        if isinstance(value, bool) or not isinstance(value, int) or not (
+                0 <= value <= MAX_INT):
+            raise errors.NvlinkError('%s: %s must be a non-negative integer '
+                                     'up to %d, got %s'
+                                     % (where, field, MAX_INT,
+                                        documents.short(value)))
         flavor[field] = value
     specs = data.get('extra_specs', data.get('properties', {}))
     if not isinstance(specs, dict):
         raise errors.NvlinkError('%s: extra_specs must be a mapping' % where)
-    flavor['extra_specs'] = {str(k): str(v) for k, v in specs.items()}
+    flavor['extra_specs'] = {}
+    for key, value in specs.items():
+        if isinstance(value, (dict, list)) or value is None:
+            raise errors.NvlinkError('%s: extra_specs %s must be a string, '
+                                     'got %s' % (where, documents.short(key),
+                                                 documents.kind(value)))
+        flavor['extra_specs'][_name_checked(str(key), 'extra spec', where)] = (
+            _name_checked(str(value), 'extra spec value', where))
     return flavor
+
+
+def read_flavors(path):
+    """The flavors of a YAML or JSON file: one flavor or a list of them.
+
+    :returns: list of dicts from :func:`flavor_from_dict`.
+    :raises NvlinkError: naming the file (and the flavor and field).
+    """
+    document = documents.load(path)
+    if isinstance(document, dict):
+        document = [document]
+    if not isinstance(document, list):
+        raise errors.NvlinkError('%s: expected a flavor or a list of '
+                                 'flavors, got %s'
+                                 % (path, documents.kind(document)))
+    return [flavor_from_dict(item, path) for item in document]
 
 
 def alias_names(flavors):
@@ -362,13 +429,19 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT):
     :param aliases: dict alias name -> :class:`Alias`.
     :returns: :class:`Request`.
     :raises NvlinkError: for a flavor that asks no or several PCI aliases,
-        an alias not configured, a malformed key or value, or a key whose
-        effect on the query is not modelled.
+        an alias not configured, a malformed key or value, a key whose
+        effect on the query is not modelled, or an amount, a device count
+        or a limit beyond Placement's bounds (:data:`MAX_INT`,
+        :data:`MAX_ALIAS_COUNT`).
     """
     name, specs = flavor['name'], flavor['extra_specs']
 
     def fail(message):
         raise errors.NvlinkError('flavor %s: %s' % (name, message))
+
+    if isinstance(limit, bool) or not 1 <= limit <= MAX_INT:
+        fail('limit %s: expected 1 to %d' % (documents.short(limit),
+                                             MAX_INT))
 
     for key in _UNMODELLED:
         if key in specs:
@@ -393,10 +466,11 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT):
         if suffix:
             from_flavor.add(suffix)
         if match.group('kind') == 'resources':
-            if not value.strip().isdigit():
-                fail('%s=%r: the amount must be a non-negative integer'
-                     % (key, value))
-            group.resources[match.group('name')] = int(value)
+            amount = _decimal(value, MAX_INT)
+            if amount is None or amount > MAX_INT:
+                fail('%s=%r: the amount must be an integer from 0 to %d '
+                     '(Placement\'s largest)' % (key, value, MAX_INT))
+            group.resources[match.group('name')] = amount
         elif value == 'required':
             group.required.add(match.group('name'))
         elif value == 'forbidden':
@@ -409,6 +483,10 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT):
     for suffix in list(groups):
         group = groups[suffix]
         group.resources = {rc: n for rc, n in group.resources.items() if n}
+        for rc, amount in sorted(group.resources.items()):
+            if amount > MAX_INT:
+                fail('it asks %d %s in one request group; Placement takes '
+                     'at most %d' % (amount, rc, MAX_INT))
         if suffix and not (group.resources or group.required or
                            group.forbidden):
             del groups[suffix]
@@ -426,6 +504,20 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT):
                        specs[generate.SUBTREE_KEY].replace(' ', '')))
     return Request(name, alias, size, tuple(gpu_groups),
                    tuple(sorted(params, key=lambda kv: kv[0])), limit)
+
+
+def _decimal(text, cap):
+    """The decimal ``text`` as an int, ``cap + 1`` when above ``cap``.
+
+    None when ``text`` is not a decimal number. Never converts more
+    digits than ``cap`` has.
+    """
+    if not _AMOUNT.match(text):
+        return None
+    digits = text.strip().lstrip('0') or '0'
+    if len(digits) > len(str(cap)):
+        return cap + 1
+    return min(int(digits), cap + 1)
 
 
 def _cpu_policy(specs, vcpus, group, fail):
@@ -454,11 +546,15 @@ def _pci_groups(name, specs, aliases, groups, fail):
         fail('%s=%r asks for several aliases; flavor verify checks one GPU '
              'alias per flavor' % (generate.ALIAS_KEY, value))
     fields = [f.strip() for f in items[0].split(':')]
-    if len(fields) not in (2, 3) or not fields[1].isdigit() or (
-            int(fields[1]) < 1):
+    count = _decimal(fields[1], MAX_ALIAS_COUNT) if len(fields) in (2, 3) \
+        else None
+    if not count:
         fail('%s=%r: expected alias:count or alias:count:prefix'
              % (generate.ALIAS_KEY, value))
-    alias_name, count = fields[0], int(fields[1])
+    if count > MAX_ALIAS_COUNT:
+        fail('%s=%r: more devices than any host holds (at most %d)'
+             % (generate.ALIAS_KEY, value, MAX_ALIAS_COUNT))
+    alias_name = fields[0]
     if alias_name not in aliases:
         fail('alias %r is not configured (known: %s)'
              % (alias_name, ', '.join(sorted(aliases)) or 'none'))

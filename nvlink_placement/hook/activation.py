@@ -13,19 +13,24 @@ partition answers FM_ST_IN_USE, deactivating an inactive one
 FM_ST_UNINITIALIZED; both count as success here (another tool, such as
 ``fmpm``, may have acted between our read and our call).
 
-Everything runs under the host lock (:mod:`.lock`): read the partitions,
-decide (:mod:`.partitions`), act, disconnect.
+Everything that talks to FM runs under the host lock (:mod:`.lock`) in a
+child process with a deadline (:mod:`.deadline`): read the partitions,
+decide (:mod:`.partitions`), act, disconnect. The files it trusts are
+checked first (:mod:`.trust`).
 """
 
+import functools
 import os
 
 from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import sysfs
 from nvlink_placement import errors
+from nvlink_placement.hook import deadline
 from nvlink_placement.hook import fabric
 from nvlink_placement.hook import lock
 from nvlink_placement.hook import partitions
+from nvlink_placement.hook import trust
 
 START = 'start'
 STOP = 'stop'
@@ -33,6 +38,9 @@ _PLANS = {START: partitions.plan_start, STOP: partitions.plan_stop}
 # action: (past tense, the FM code meaning "already so", the state).
 _DONE = {'activate': ('activated', 'FM_ST_IN_USE', 'already active'),
          'deactivate': ('deactivated', 'FM_ST_UNINITIALIZED', 'not active')}
+_DOING = {'activate': 'activating partition %d (fmActivateFabricPartition)',
+          'deactivate':
+              'deactivating partition %d (fmDeactivateFabricPartition)'}
 
 
 def nvidia_gpus(addresses, sysfs_root):
@@ -63,7 +71,8 @@ def nvidia_gpus(addresses, sysfs_root):
     return found
 
 
-def _act(client, step, log):
+def _act(client, step):
+    """Do ``step``; returns the message to log."""
     call = (client.activate_partition if step.action == 'activate' else
             client.deactivate_partition)
     done, name, state = _DONE[step.action]
@@ -72,48 +81,87 @@ def _act(client, step, log):
     except fabric_manager.FabricManagerError as exc:
         if exc.name != name:
             raise
-        log.info('%s: Fabric Manager says it is %s (%s)'
-                 % (step.detail, state, name))
-        return
-    log.info('%s %s' % (done, step.detail))
+        return ('%s: Fabric Manager says it is %s (%s)'
+                % (step.detail, state, name))
+    return '%s %s' % (done, step.detail)
 
 
-def _vm_gpus(settings, domain, log):
-    """The VM's baseboard GPUs and the mapping, or None when it has none."""
+def _talk_to_fm(settings, action, name, gpus, mapping, step):
+    """The Fabric Manager part, run in the child process.
+
+    :returns: list of messages to log (INFO).
+    """
+    messages = []
+    step('connecting (fm_library %s)' % (settings.fm_library or 'libnvfm'))
+    with fabric.client(settings.fm_library, settings.fm_address,
+                       settings.fm_socket, settings.fm_timeout) as fm:
+        step('reading the partitions (fmGetSupportedFabricPartitions)')
+        table = partitions.place(fm.supported_partitions(), mapping.ids,
+                                 mapping.source)
+        vm = partitions.vm_gpus(name, gpus, table, mapping.source)
+        if vm.ignored:
+            messages.append('VM %s: GPU %s is in no Fabric Manager partition '
+                            '(not a baseboard GPU): ignored'
+                            % (name, ', '.join(vm.ignored)))
+        if vm.addresses:
+            plan = _PLANS[action](table, vm, mapping.ids)
+            if plan.action is None:
+                messages.append(plan.detail)
+            else:
+                step(_DOING[plan.action] % plan.partition.id)
+                messages.append(_act(fm, plan))
+        step('disconnecting (fmDisconnect)')
+    return messages
+
+
+def _run(settings, action, domain, log):
     gpus = nvidia_gpus(domain.pci_addresses, settings.sysfs_root)
     if not gpus:
         log.info('VM %s passes through no NVIDIA GPU (%s): nothing to do'
                  % (domain.name, ', '.join(domain.pci_addresses)))
-        return None
-    mapping = module_ids.read_mapping(settings.mapping)
-    vm = partitions.vm_gpus(domain.name, gpus, mapping.ids)
-    if vm.ignored:
-        log.info('VM %s: GPU %s not in %s (not a baseboard GPU): ignored'
-                 % (domain.name, ', '.join(vm.ignored), mapping.source))
-    if not vm.addresses:
-        return None
-    return vm, mapping
-
-
-def _run(settings, action, domain, log):
-    found = _vm_gpus(settings, domain, log)
-    if found is None:
         return
-    vm, mapping = found
+    trust.check(settings.mapping, 'mapping file')
+    if settings.fm_library:
+        trust.check(settings.fm_library, 'fm_library')
+    mapping = module_ids.read_mapping(settings.mapping)
     with lock.HostLock(settings.lock_dir, settings.lock_timeout):
-        with fabric.client(settings.fm_library, settings.fm_address,
-                           settings.fm_socket, settings.fm_timeout) as fm:
-            table = partitions.place(fm.supported_partitions(), mapping.ids,
-                                     mapping.source)
-            step = _PLANS[action](table, vm, mapping.ids)
-            if step.action is None:
-                log.info(step.detail)
-            else:
-                _act(fm, step, log)
+        messages = deadline.run(
+            functools.partial(_talk_to_fm, settings, action, domain.name,
+                              sorted(gpus), mapping),
+            settings.fm_deadline, 'Fabric Manager')
+    for message in messages:
+        log.info(message)
+
+
+def failed(settings, action, name, problem, log):
+    """Log ``problem`` as the policy says; returns the exit status.
+
+    :param problem: an exception or a message; logged on one line.
+    :returns: 1 with policy ``refuse``, else 0.
+    """
+    problem = ' '.join(str(problem).split())
+    if action == STOP:
+        message = ('VM %s stopped, its partition was not deactivated: %s'
+                   % (name, problem))
+    elif settings.policy == 'refuse':
+        message = ('refusing to start VM %s (policy refuse): %s'
+                   % (name, problem))
+    else:
+        message = ('VM %s starts without NVLink between its GPUs '
+                   '(policy allow): %s' % (name, problem))
+    if settings.policy == 'refuse':
+        log.error(message)
+        return 1
+    log.warning(message)
+    return 0
 
 
 def run(settings, action, domain, log):
     """Do what ``action`` needs for ``domain``, applying the policy.
+
+    Every failure takes the policy path with a one-line message: a user
+    or host problem (``NvlinkError``) as it is, anything else (a bug) as
+    ``unexpected <type>: <message>``.
 
     :param settings: :class:`config.Settings`.
     :param action: :data:`START` or :data:`STOP`.
@@ -125,17 +173,8 @@ def run(settings, action, domain, log):
     try:
         _run(settings, action, domain, log)
     except errors.NvlinkError as exc:
-        if action == STOP:
-            message = ('VM %s stopped, its partition was not deactivated: %s'
-                       % (domain.name, exc))
-        elif settings.policy == 'refuse':
-            message = ('refusing to start VM %s (policy refuse): %s'
-                       % (domain.name, exc))
-        else:
-            message = ('VM %s starts without NVLink between its GPUs '
-                       '(policy allow): %s' % (domain.name, exc))
-        if settings.policy == 'refuse':
-            log.error(message)
-            return 1
-        log.warning(message)
+        return failed(settings, action, domain.name, exc, log)
+    except Exception as exc:
+        return failed(settings, action, domain.name, 'unexpected %s: %s'
+                      % (type(exc).__name__, exc), log)
     return 0

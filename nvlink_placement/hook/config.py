@@ -7,7 +7,8 @@ The file (default ``/etc/nvlink-placement/hook.conf``, or the one named by
     policy = refuse            # or allow
     fm_socket = /run/nvidia-fabricmanager/fm.sock  # or fm_address
     fm_library = /usr/lib/x86_64-linux-gnu/libnvfm.so.1
-    fm_timeout = 5             # seconds
+    fm_timeout = 5             # seconds, FM's connection timeout
+    fm_deadline = 30           # seconds for the whole FM conversation
     mapping = /run/nvidia-fabricmanager/gpu-pci-module-mapping.json
     lock_dir = /run/nvlink-placement
     lock_timeout = 60          # seconds
@@ -22,6 +23,9 @@ hooks with a fixed environment (``LC_ALL``, ``PATH``, ``HOME``, ``USER``,
 overrides only reach the hook from a wrapper script that sets them. A
 missing default file means all defaults; a missing file named by
 ``NVLINK_HOOK_CONFIG`` is an error. Unknown sections and keys are errors.
+The file, like every file the hook trusts, must be root's and writable by
+root only, and so must its directories (:mod:`.trust`). Times are seconds
+above 0, at most an hour.
 """
 
 import configparser
@@ -31,7 +35,9 @@ import os
 from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import files
 from nvlink_placement.discovery import module_ids
+from nvlink_placement import documents
 from nvlink_placement import errors
+from nvlink_placement.hook import trust
 
 DEFAULT_FILE = '/etc/nvlink-placement/hook.conf'
 SECTION = 'hook'
@@ -51,7 +57,10 @@ class Settings:
     :ivar fm_address: FM's TCP ``HOST[:PORT]`` (default 127.0.0.1:6666),
         or :ivar fm_socket: its Unix socket; at most one of them.
     :ivar fm_library: libnvfm to load (None: the loader's search).
-    :ivar fm_timeout: FM connection timeout, seconds.
+    :ivar fm_timeout: FM connection timeout, seconds (libnvfm's own).
+    :ivar fm_deadline: seconds the hook waits for the whole Fabric Manager
+        conversation (load libnvfm, connect, read, act, disconnect)
+        before it stops it and applies the policy.
     :ivar mapping: the BDF -> module id mapping file.
     :ivar lock_dir: where ``hook.lock`` lives.
     :ivar lock_timeout: seconds to wait for another hook.
@@ -65,6 +74,7 @@ class Settings:
     fm_socket: str | None = None
     fm_library: str | None = None
     fm_timeout: float = fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0
+    fm_deadline: float = 30.0
     mapping: str = module_ids.DEFAULT_MAPPING_FILE
     lock_dir: str = '/run/nvlink-placement'
     lock_timeout: float = 60.0
@@ -92,7 +102,8 @@ def _address(text):
 
 
 _CONVERT = {'policy': _choice(POLICIES), 'log': _choice(LOG_DESTINATIONS),
-            'fm_timeout': files.seconds, 'lock_timeout': files.seconds,
+            'fm_timeout': files.seconds, 'fm_deadline': files.seconds,
+            'lock_timeout': files.seconds,
             'fm_address': _address}
 
 
@@ -140,14 +151,16 @@ def parse_file(text, source):
     try:
         parser.read_string(text, source)
     except configparser.Error as exc:
-        raise errors.NvlinkError(' '.join(str(exc).split()))
+        raise errors.NvlinkError(documents.clip(' '.join(str(exc).split()),
+                                                300))
     extra = [s for s in parser.sections() if s != SECTION]
     if extra:
         raise errors.NvlinkError('%s: unknown section [%s] (expected [%s])'
                                  % (source, extra[0], SECTION))
     if not parser.has_section(SECTION):
         return []
-    return [(key, text, '%s: [%s] %s' % (source, SECTION, key))
+    return [(key, text, '%s: [%s] %s' % (source, SECTION,
+                                         documents.clip(key)))
             for key, text in parser.items(SECTION)]
 
 
@@ -157,11 +170,13 @@ def load(environ):
     :param environ: mapping of environment variables (``os.environ``).
     :returns: :class:`Settings`.
     :raises NvlinkError: see :func:`parse_file` and :func:`settings_from`,
-        or when the file named by ``NVLINK_HOOK_CONFIG`` cannot be read.
+        or when the file named by ``NVLINK_HOOK_CONFIG`` cannot be read
+        or is not trusted (:func:`trust.check`).
     """
     path = environ.get(ENV_FILE) or DEFAULT_FILE
     values = []
     if path != DEFAULT_FILE or os.path.exists(path):
+        trust.check(path, 'configuration file')
         values = parse_file(files.read_text(path, 'configuration file'),
                             path)
     values.extend((name[len(ENV_PREFIX):].lower(), text,

@@ -15,19 +15,26 @@ octal, else decimal; a missing one is 0), checks bus <= 0xff, slot <=
 Mediated devices (``type='mdev'``, vGPUs), USB and SCSI host devices and
 ``<interface type='hostdev'>`` (SR-IOV NICs) are not whole GPUs passed
 through and are not returned.
+
+The XML is read as bytes: the parser (expat) honours its encoding
+declaration and byte-order mark, and text that is not in its encoding is
+an XML error like any other. What the XML says goes into log lines, so
+the guest name is escaped (:func:`printable`): a name with a newline
+cannot forge a line of the hook's log.
 """
 
 import collections
 import re
 import xml.etree.ElementTree as ElementTree
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.topology import pci
 
 Domain = collections.namedtuple('Domain', 'name pci_addresses')
 Domain.__doc__ = """A guest as its XML describes it.
 
-:ivar name: ``<name>``.
+:ivar name: ``<name>``, escaped by :func:`printable`.
 :ivar pci_addresses: host addresses (sysfs form) of the PCI devices passed
     through, in address order, each once.
 """
@@ -37,6 +44,23 @@ _LIMITS = (('domain', 0xffffffff), ('bus', 0xff), ('slot', 0x1f),
            ('function', 7))
 _C_NUMBER = re.compile(r'^(?:0[xX](?P<hex>[0-9a-fA-F]+)|(?P<oct>0[0-7]*)|'
                        r'(?P<dec>[1-9][0-9]*))$')
+
+
+# libvirt's longest guest names are far shorter.
+MAX_NAME = 200
+
+
+def printable(text):
+    """``text`` safe for one log line: control characters escaped.
+
+    Each character Python does not print (newlines, tabs, escape
+    sequences, line separators) becomes ``\\xNN`` / ``\\uNNNN``; more
+    than :data:`MAX_NAME` characters are cut (``...``).
+    """
+    escaped = ''.join(c if c.isprintable() else
+                      ascii(c)[1:-1] if ord(c) > 0xff else '\\x%02x' % ord(c)
+                      for c in text[:MAX_NAME + 1])
+    return documents.clip(escaped, MAX_NAME)
 
 
 def c_number(text):
@@ -61,8 +85,8 @@ def _host_address(address, where):
         value = c_number(text)
         if value is None or value > limit:
             raise errors.NvlinkError(
-                '%s: %s=%r: expected a number up to %#x' % (
-                    where, attribute, text, limit))
+                '%s: %s=%s: expected a number up to %#x' % (
+                    where, attribute, documents.short(text), limit))
         values.append(value)
     return '%04x:%02x:%02x.%d' % tuple(values)
 
@@ -70,7 +94,7 @@ def _host_address(address, where):
 def parse(text, source='domain XML'):
     """Read a libvirt domain XML document.
 
-    :param text: the XML (str).
+    :param text: the XML (bytes as libvirt writes them, or str).
     :param source: what the text is, for messages.
     :returns: :class:`Domain`.
     :raises NvlinkError: for text that is not XML, a root other than
@@ -81,10 +105,12 @@ def parse(text, source='domain XML'):
         root = ElementTree.fromstring(text)
     except ElementTree.ParseError as exc:
         raise errors.NvlinkError('%s: invalid XML: %s' % (source, exc))
+    except ValueError as exc:  # str with an encoding declaration
+        raise errors.NvlinkError('%s: invalid XML: %s' % (source, exc))
     if root.tag != 'domain':
         raise errors.NvlinkError('%s: expected a <domain> document, got <%s>'
-                                 % (source, root.tag))
-    name = (root.findtext('name') or '').strip()
+                                 % (source, printable(root.tag)))
+    name = printable((root.findtext('name') or '').strip())
     addresses = set()
     hostdevs = root.findall('devices/hostdev')
     for index, hostdev in enumerate(hostdevs, 1):

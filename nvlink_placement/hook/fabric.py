@@ -9,15 +9,22 @@ import os
 from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import module_ids
 from nvlink_placement import errors
+from nvlink_placement.hook import library
 from nvlink_placement.hook import partitions
 
 
 def client(library_path, address, unix_socket, timeout_s):
     """A not yet opened client; use it as a context manager.
 
+    A ``library_path`` is checked to be libnvfm before it is loaded
+    (:func:`library.check`).
+
+    :raises NotLibnvfm: when ``library_path`` is not libnvfm.
     :raises LibraryNotFound: when libnvfm cannot be loaded.
     :raises NvlinkError: for an invalid address.
     """
+    if library_path:
+        library.check(library_path)
     return fabric_manager.FabricManagerClient(
         fabric_manager.load_library(library_path), address=address,
         unix_socket=unix_socket, timeout_ms=int(timeout_s * 1000))

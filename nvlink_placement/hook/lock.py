@@ -12,9 +12,11 @@ record locks, which belong to the process).
 import errno
 import fcntl
 import os
+import stat
 import time
 
 from nvlink_placement import errors
+from nvlink_placement.hook import trust
 
 LOCK_FILE = 'hook.lock'
 POLL_SECONDS = 0.05
@@ -23,31 +25,69 @@ POLL_SECONDS = 0.05
 class HostLock:
     """``with HostLock(directory, timeout):`` holds ``<directory>/hook.lock``.
 
+    The hook runs as root, so neither the directory nor the file may be
+    a symbolic link or belong to anyone else: a link planted there would
+    make root create or lock a file of the attacker's choosing. The
+    directory is opened without following a link and checked like every
+    file the hook trusts (:mod:`.trust`, the path above it included); the
+    file is opened relative to it with ``O_NOFOLLOW``, and must be a
+    regular file owned by root and writable by root only.
+
     :param directory: created (mode 0755) when missing.
     :param timeout: seconds to wait for another holder before giving up.
-    :raises NvlinkError: on entry, when the file cannot be opened or the
-        lock is still held after ``timeout`` seconds.
+    :param uids: trusted owners (default: :func:`trust.owners`).
+    :raises NvlinkError: on entry, when the directory or file cannot be
+        used or is not trusted, or the lock is still held after
+        ``timeout`` seconds.
     """
 
-    def __init__(self, directory, timeout):
+    def __init__(self, directory, timeout, uids=None):
         self.path = os.path.join(directory, LOCK_FILE)
         self._directory = directory
         self._timeout = timeout
+        self._uids = uids
         self._fd = None
 
-    def __enter__(self):
+    def _open(self):
         try:
             os.makedirs(self._directory, mode=0o755, exist_ok=True)
         except OSError as exc:
             raise errors.NvlinkError('cannot create the lock directory %s: '
                                      '%s' % (self._directory,
                                              exc.strerror or exc))
+        trust.check(self._directory, 'lock directory', self._uids)
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                         0o644)
+            directory = os.open(self._directory, flags)
         except OSError as exc:
-            raise errors.NvlinkError('cannot open the lock file %s: %s'
-                                     % (self.path, exc.strerror or exc))
+            raise errors.NvlinkError(
+                'refusing the lock directory %s: %s' % (
+                    self._directory, 'it is a symbolic link'
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) else
+                    exc.strerror or exc))
+        try:
+            return os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW |
+                           os.O_NOCTTY | os.O_CLOEXEC, 0o644,
+                           dir_fd=directory)
+        except OSError as exc:
+            raise errors.NvlinkError('cannot open the lock file %s: %s' % (
+                self.path, 'it is a symbolic link' if exc.errno == errno.ELOOP
+                else exc.strerror or exc))
+        finally:
+            os.close(directory)
+
+    def _check(self, fd):
+        status = os.fstat(fd)
+        why = ('not a regular file' if not stat.S_ISREG(status.st_mode) else
+               trust.problem(status, self._uids or trust.owners()))
+        if why:
+            os.close(fd)
+            raise trust.Untrusted('refusing the lock file %s: it is %s'
+                                  % (self.path, why))
+
+    def __enter__(self):
+        fd = self._open()
+        self._check(fd)
         deadline = time.monotonic() + self._timeout
         while True:
             try:

@@ -54,8 +54,9 @@ VmGpus = collections.namedtuple('VmGpus', 'name addresses ignored')
 VmGpus.__doc__ = """The GPUs of a VM that Fabric Manager partitions hold.
 
 :ivar name: the libvirt domain name.
-:ivar addresses: frozenset of the VM's GPUs found in the mapping.
-:ivar ignored: its other GPUs (PCIe cards), in address order.
+:ivar addresses: frozenset of the VM's GPUs that partitions hold.
+:ivar ignored: its other GPUs (known not to be baseboard GPUs: PCIe
+    cards), in address order.
 """
 
 Step = collections.namedtuple('Step', 'action partition detail')
@@ -72,6 +73,10 @@ class NoExactPartition(errors.NvlinkError):
 
 class OverlappingPartition(errors.NvlinkError):
     """An active partition holds some of the VM's GPUs but is not its own."""
+
+
+class UnknownGpu(errors.NvlinkError):
+    """A VM's GPU may be a baseboard GPU the mapping file leaves out."""
 
 
 def place(partitions, ids, source):
@@ -100,17 +105,36 @@ def place(partitions, ids, source):
     return placed
 
 
-def vm_gpus(name, addresses, ids):
-    """Split a VM's GPUs into baseboard GPUs and the rest.
+def vm_gpus(name, addresses, partitions, source):
+    """Split a VM's NVIDIA GPUs into baseboard GPUs and the rest.
 
-    The mapping lists the baseboard's GPUs, so a GPU missing from it (a
-    PCIe card) is in no partition and is ignored.
+    A GPU is on the NVSwitch baseboard when a partition holds it. One
+    that no partition holds is known not to be (a PCIe card) only when
+    every GPU of every partition has an address; otherwise the mapping
+    file leaves out a baseboard GPU, and it may be this one: starting
+    the VM would give that GPU no NVLink, so it is an error.
 
+    :param addresses: the VM's NVIDIA GPUs.
+    :param partitions: :class:`FabricPartition` list (see :func:`place`).
+    :param source: the mapping file, for messages.
     :returns: :class:`VmGpus`.
+    :raises UnknownGpu: for a GPU that may be a baseboard GPU.
     """
-    gpus = frozenset(a for a in addresses if a in ids)
-    return VmGpus(name, gpus, tuple(sorted(
-        (a for a in addresses if a not in ids), key=pci.address_sort_key)))
+    board = frozenset().union(*(p.addresses for p in partitions))
+    others = tuple(sorted((a for a in addresses if a not in board),
+                          key=pci.address_sort_key))
+    unplaced = sorted({m.physical_id for p in partitions for m in p.members
+                       if not m.address})
+    if others and unplaced:
+        raise UnknownGpu(
+            'cannot tell whether GPU %s of VM %s is on the NVSwitch '
+            'baseboard: no Fabric Manager partition holds it, but %s gives '
+            'no address to physical id %s of Fabric Manager\'s partitions; '
+            'write the mapping again from nvidia-smi -q (it must list every '
+            'baseboard GPU)' % (', '.join(others), name, source,
+                                ', '.join(map(str, unplaced))))
+    return VmGpus(name, frozenset(a for a in addresses if a in board),
+                  others)
 
 
 def describe_gpus(addresses, ids):

@@ -17,6 +17,7 @@ from keystoneauth1 import adapter as ks_adapter
 from nvlink_placement import errors
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot
+from nvlink_placement.topology import loader
 
 
 def add_placement_arguments(parser, save=True):
@@ -132,6 +133,20 @@ def placement(app, parsed_args):
         yield client
         if save:
             snapshot.write_file(snapshot.export(client), save)
+
+
+def gpus_file_dirs(app):
+    """The directories of ``--os-nvlink-gpus-file-dir`` (see :mod:`.plugin`).
+
+    A topology's ``gpus_file`` may come from them besides the topology
+    file's own directory.
+    """
+    return getattr(app.options, 'os_nvlink_gpus_file_dir', None) or ()
+
+
+def load_topology(app, path):
+    """Load the topology file ``path`` (:func:`loader.load`)."""
+    return loader.load(path, gpus_file_dirs(app))
 
 
 def progress(total, description, enabled=None):

@@ -14,7 +14,6 @@ from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.osc import common
 from nvlink_placement.osc import topology as topology_cmd
-from nvlink_placement.topology import loader
 
 LOG = logging.getLogger(__name__)
 
@@ -37,8 +36,8 @@ def _add_sizes_argument(parser):
                              'size of the topology).')
 
 
-def _hosts(parsed_args):
-    topology = loader.load(parsed_args.topology)
+def _hosts(app, parsed_args):
+    topology = common.load_topology(app, parsed_args.topology)
     return topology, topology_cmd.select_hosts(topology, parsed_args.host)
 
 
@@ -109,7 +108,7 @@ class GenerateFlavors(command.Lister):
     def take_action(self, parsed_args):
         if parsed_args.dry_run and not parsed_args.apply:
             raise errors.NvlinkError('--dry-run goes with --apply')
-        topology, hosts = _hosts(parsed_args)
+        topology, hosts = _hosts(self.app, parsed_args)
         result = generate.generate(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             dialect=parsed_args.dialect,
@@ -205,11 +204,10 @@ class VerifyFlavors(command.Lister):
         return self.exit_code
 
     def take_action(self, parsed_args):
-        topology = loader.load(parsed_args.topology)
+        topology = common.load_topology(self.app, parsed_args.topology)
         hosts = list(topology.hosts.values())
-        flavors = [request.flavor_from_dict(f, path)
-                   for path in parsed_args.flavors
-                   for f in _read_flavors(path)]
+        flavors = [f for path in parsed_args.flavors
+                   for f in request.read_flavors(path)]
         if parsed_args.flavor:
             connection = common.authenticate(self.app).sdk_connection
             flavors += [request.flavor_from_dict(
@@ -244,15 +242,6 @@ class VerifyFlavors(command.Lister):
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
         return verify.COLUMNS, [row for r in results for row in r.rows()]
-
-
-def _read_flavors(path):
-    document = loader.read_document(path)
-    if isinstance(document, dict):
-        return [document]
-    if not isinstance(document, list):
-        raise errors.NvlinkError('%s: expected a list of flavors' % path)
-    return document
 
 
 class NovaConfig(command.Lister):
@@ -290,7 +279,7 @@ class NovaConfig(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        _, hosts = _hosts(parsed_args)
+        _, hosts = _hosts(self.app, parsed_args)
         self.settings = novaconfig.settings(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             vendor_id=parsed_args.vendor_id,

@@ -5,7 +5,14 @@ Registered in ``setup.cfg`` under ``openstack.cli.extension`` as
 commands talk to Placement through the OSC session themselves (see
 :mod:`nvlink_placement.osc.common`), so the client made here only carries
 that session.
+
+Importing it also masks secrets in osc_lib's command-line log line
+(:mod:`.logmask`): OSC imports plugins before it logs.
 """
+
+from nvlink_placement.osc import logmask
+
+logmask.install()
 
 API_NAME = 'nvlink'
 API_VERSION_OPTION = 'os_nvlink_api_version'
@@ -32,4 +39,12 @@ def build_option_parser(parser):
         '--os-nvlink-api-version', metavar='<nvlink-api-version>',
         default='1', choices=sorted(API_VERSIONS),
         help='nvlink command set version (only 1).')
+    parser.add_argument(
+        '--os-nvlink-gpus-file-dir', metavar='<dir>', action='append',
+        default=[],
+        help='A directory from which a topology\'s gpus_file may be read '
+             'besides the topology file\'s own directory and its '
+             'subdirectories (repeatable). Without it a gpus_file that '
+             'leads elsewhere (.., an absolute path, a symbolic link) is '
+             'an error.')
     return parser

@@ -8,7 +8,6 @@ from nvlink_placement.placement import state as state_mod
 from nvlink_placement.placement import usage
 from nvlink_placement.report import capacity
 from nvlink_placement.report import tree
-from nvlink_placement.topology import loader
 from nvlink_placement.topology import model
 
 
@@ -36,10 +35,10 @@ def _add_common(parser):
     common.add_placement_arguments(parser, save=False)
 
 
-def _topology(parsed_args):
+def _topology(app, parsed_args):
     if not parsed_args.topology:
         return None, model.DEFAULT_TRAIT_PREFIX
-    topology = loader.load(parsed_args.topology)
+    topology = common.load_topology(app, parsed_args.topology)
     return topology, topology.trait_prefix
 
 
@@ -62,7 +61,7 @@ class Capacity(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        topology, prefix = _topology(parsed_args)
+        topology, prefix = _topology(self.app, parsed_args)
         with common.placement(self.app, parsed_args) as client:
             state, roots, uses = _read(client, parsed_args.host, prefix)
         hosts = capacity.hosts_from_state(state, uses, roots, topology,
@@ -88,7 +87,7 @@ class Tree(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        topology, prefix = _topology(parsed_args)
+        topology, prefix = _topology(self.app, parsed_args)
         with common.placement(self.app, parsed_args) as client:
             state, roots, uses = _read(client, parsed_args.host, prefix)
         modules = {}

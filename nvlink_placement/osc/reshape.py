@@ -10,14 +10,13 @@ from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
-from nvlink_placement.topology import loader
 
 LOG = logging.getLogger(__name__)
 DEFAULT_WORKERS = 8
 
 
-def desired_hosts(parsed_args, health=True):
-    topology = loader.load(parsed_args.topology)
+def desired_hosts(app, parsed_args, health=True):
+    topology = common.load_topology(app, parsed_args.topology)
     hosts = topology_cmd.select_hosts(topology, parsed_args.host)
     return [desired.from_topology(h, health=health) for h in hosts]
 
@@ -133,7 +132,8 @@ class Reshape(_PlanCommand):
         return parser
 
     def take_action(self, parsed_args):
-        hosts = desired_hosts(parsed_args, health=not parsed_args.no_health)
+        hosts = desired_hosts(self.app, parsed_args,
+                              health=not parsed_args.no_health)
         return self.apply(parsed_args, hosts,
                           allocations=run.CHANGED_HOSTS)
 
@@ -202,7 +202,8 @@ class Check(_PlanCommand):
         return parser
 
     def take_action(self, parsed_args):
-        hosts = desired_hosts(parsed_args, health=not parsed_args.no_health)
+        hosts = desired_hosts(self.app, parsed_args,
+                              health=not parsed_args.no_health)
 
         def unknown(state, names):
             return [desired.flat(name, known=False) for name in

@@ -27,7 +27,7 @@ class ValidateTopology(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        topology = loader.load(parsed_args.topology)
+        topology = common.load_topology(self.app, parsed_args.topology)
         groups = sum(len(h.groups) for h in topology.hosts.values())
         gpus = sum(len(h.gpus) for h in topology.hosts.values())
         self.app.stdout.write('%s: valid: %d hosts, %d GPUs, %d groups\n' % (
@@ -55,7 +55,7 @@ class ShowTopology(command.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        topology = loader.load(parsed_args.topology)
+        topology = common.load_topology(self.app, parsed_args.topology)
         rows = []
         for host in select_hosts(topology, parsed_args.host):
             for group in host.groups:
@@ -87,7 +87,8 @@ class MergeTopology(command.Command):
 
     def take_action(self, parsed_args):
         document = merge.merge(parsed_args.fragments, parsed_args.output)
-        topology = loader.parse(document, parsed_args.output)
+        topology = loader.parse(document, parsed_args.output,
+                                common.gpus_file_dirs(self.app))
         text = yaml.safe_dump(document, sort_keys=False,
                               default_flow_style=False)
         try:

@@ -12,13 +12,11 @@ the key path, e.g. ``hosts.compute-01.gpus["0000:19:00.0"]``.
 
 import copy
 import difflib
-import json
 import os
-import re
 
 import jsonschema
-import yaml
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.topology import boards as catalog
 from nvlink_placement.topology import laminar
@@ -26,83 +24,24 @@ from nvlink_placement.topology import model
 from nvlink_placement.topology import pci
 from nvlink_placement.topology import schema
 
-_PLAIN_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
 
-
-def keypath(parts):
-    """Format a key path: ``hosts.compute-01.gpus["0000:19:00.0"][0]``."""
-    out = ''
-    for part in parts:
-        if isinstance(part, int):
-            out += '[%d]' % part
-        elif _PLAIN_KEY.match(str(part)):
-            out += ('.' if out else '') + str(part)
-        else:
-            out += '[%s]' % json.dumps(str(part))
-    return out
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys (YAML allows them)."""
-
-
-def _construct_mapping(loader, node, deep=False):
-    seen = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, 'duplicate key %r (first at line %d)'
-                % (key, seen[key] + 1), key_node.start_mark)
-        seen[key] = key_node.start_mark.line
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-# YAML 1.1 reads an unquoted 0000:19:00.0 as a base-60 float (1140.0).
-# PCI addresses are strings: this resolver runs before the number ones.
-_PCI_LIKE = re.compile(r'^[0-9a-fA-F]+(?::[0-9a-fA-F]+){1,2}\.[0-7]$')
-for _digit in '0123456789':
-    _UniqueKeyLoader.add_implicit_resolver('tag:yaml.org,2002:str',
-                                           _PCI_LIKE, [_digit])
-    _resolvers = _UniqueKeyLoader.yaml_implicit_resolvers[_digit]
-    _resolvers.insert(0, _resolvers.pop())
-
-
-def _reject_duplicates(pairs):
-    keys = [k for k, _ in pairs]
-    dup = next((k for k in keys if keys.count(k) > 1), None)
-    if dup is not None:
-        raise ValueError('duplicate key %r' % dup)
-    return dict(pairs)
+# Longest gpus_file accepted, and longest name in it (Linux NAME_MAX).
+MAX_PATH = 1024
+MAX_NAME = 255
 
 
 def read_document(path):
     """Parse a YAML or JSON file into Python data.
 
-    JSON is chosen for a ``.json`` suffix or text starting with ``{``.
+    One reader for every input file (:func:`documents.load`): bounded
+    size and nesting, UTF-8, no YAML aliases, string keys given once.
 
-    :raises TopologyError: unreadable file or syntax error (with the line).
+    :raises TopologyError: naming the file and the line or key path.
     """
     try:
-        with open(path, encoding='utf-8') as f:
-            text = f.read()
-    except OSError as exc:
-        raise errors.TopologyError([(path, exc.strerror or str(exc))])
-    try:
-        if path.endswith('.json') or text.lstrip().startswith('{'):
-            return json.loads(text, object_pairs_hook=_reject_duplicates)
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except json.JSONDecodeError as exc:
-        raise errors.TopologyError(
-            [(path, 'invalid JSON at line %d column %d: %s'
-              % (exc.lineno, exc.colno, exc.msg))])
-    except ValueError as exc:
-        raise errors.TopologyError([(path, 'invalid JSON: %s' % exc)])
-    except yaml.YAMLError as exc:
-        raise errors.TopologyError([(path, 'invalid YAML: %s' % exc)])
+        return documents.load(path)
+    except documents.DocumentError as exc:
+        raise errors.TopologyError([(exc.location, exc.reason)])
 
 
 def _schema_errors(document, validator_schema):
@@ -122,17 +61,17 @@ def _schema_errors(document, validator_schema):
         if error.validator == 'oneOf':
             message = _one_of_message(error)
         elif error.validator == 'const' and where == ['version']:
-            message = ('unsupported format version %r (this tool reads '
-                       'version 1)' % (error.instance,))
+            message = ('unsupported format version %s (this tool reads '
+                       'version 1)' % documents.short(error.instance))
         else:
-            message = error.message
+            message = _message(error)
         problems.append((where, message, False))
-    problems.sort(key=lambda p: keypath(p[0]))
+    problems.sort(key=lambda p: documents.keypath(p[0]))
     return problems
 
 
 def _schema_problems(document, validator_schema):
-    return [(keypath(parts), message)
+    return [(documents.keypath(parts), message)
             for parts, message, _ in _schema_errors(document,
                                                     validator_schema)]
 
@@ -160,6 +99,14 @@ def _accepted_part(document, found):
     return accepted
 
 
+def _message(error):
+    """jsonschema's message, with the value it quotes cut short."""
+    shown = repr(error.instance)
+    if len(shown) <= documents.SHORT:
+        return error.message
+    return error.message.replace(shown, documents.short(error.instance))
+
+
 def _one_of_message(error):
     value = error.instance
     if isinstance(value, dict):
@@ -167,13 +114,18 @@ def _one_of_message(error):
         if sub.validator == 'additionalProperties':
             known = set(sub.schema.get('properties', {}))
             extra = sorted(set(sub.instance) - known, key=str)
-            return 'unknown key(s) %s' % ', '.join(map(repr, extra))
-        return sub.message
-    return ('%r is not valid here: expected %s' % (
-        value, ' or '.join(_describe(s) for s in error.validator_value)))
+            return 'unknown key(s) %s%s' % (
+                ', '.join(documents.short(k) for k in extra[:5]),
+                ' and %d more' % (len(extra) - 5) if len(extra) > 5 else '')
+        return _message(sub)
+    return ('%s is not valid here: expected %s' % (
+        documents.short(value),
+        ' or '.join(_describe(s) for s in error.validator_value)))
 
 
 def _describe(sub):
+    if 'oneOf' in sub:
+        return ' or '.join(_describe(s) for s in sub['oneOf'])
     if sub.get('type') == 'integer':
         return 'a non-negative integer'
     if 'pattern' in sub and sub.get('type') == 'string':
@@ -187,34 +139,48 @@ def _describe(sub):
     return 'a %s' % sub.get('type', 'value')
 
 
+def _is_address(text):
+    try:
+        pci.normalize_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _module_id(value):
     if isinstance(value, dict):
         value = value.get('module_id')
     return None if value is None else int(value)
 
 
-def load(path):
+def load(path, gpus_file_dirs=()):
     """Load and validate the topology file at ``path``.
 
+    :param gpus_file_dirs: directories besides the topology file's own
+        from which ``gpus_file`` may be read (see :func:`parse`).
     :returns: :class:`nvlink_placement.topology.model.Topology`.
     :raises TopologyError: listing every problem found.
     """
-    return parse(read_document(path), path)
+    return parse(read_document(path), path, gpus_file_dirs)
 
 
-def parse(document, source='<topology>'):
+def parse(document, source='<topology>', gpus_file_dirs=()):
     """Validate a topology document already parsed into Python data.
 
-    ``gpus_file`` paths are relative to the directory of ``source``.
+    ``gpus_file`` paths are relative to the directory of ``source`` and,
+    symbolic links resolved, must stay inside it or inside one of
+    ``gpus_file_dirs``: a topology from elsewhere cannot make the tool
+    read (and quote) any file it can read.
     """
     found = _schema_errors(document, schema.TOPOLOGY)
-    problems = [('%s: %s' % (source, keypath(parts)) if parts else source,
-                 message) for parts, message, _ in found]
+    problems = [('%s: %s' % (source, documents.keypath(parts))
+                 if parts else source, message)
+                for parts, message, _ in found]
     if found:
         document = _accepted_part(document, found)
         if document is None:
             raise errors.TopologyError(problems)
-    checker = _Checker(source)
+    checker = _Checker(source, gpus_file_dirs)
     topology = checker.build(document)
     if problems or checker.problems:
         raise errors.TopologyError(problems + checker.problems)
@@ -224,12 +190,13 @@ def parse(document, source='<topology>'):
 class _Checker(object):
     """Semantic checks; collects problems instead of stopping at one."""
 
-    def __init__(self, source):
+    def __init__(self, source, gpus_file_dirs=()):
         self.source = source
+        self.gpus_file_dirs = tuple(gpus_file_dirs)
         self.problems = []
 
     def problem(self, parts, message, source=None):
-        where = keypath(parts)
+        where = documents.keypath(parts)
         src = source or self.source
         self.problems.append(('%s: %s' % (src, where) if where else src,
                               message))
@@ -292,8 +259,9 @@ class _Checker(object):
         try:
             return catalog.get(name)
         except KeyError:
-            self.problem(at, 'unknown board %r; defined boards: %s; '
-                         'built-in: %s' % (name, sorted(boards) or 'none',
+            self.problem(at, 'unknown board %s; defined boards: %s; '
+                         'built-in: %s' % (documents.short(name),
+                                           sorted(boards) or 'none',
                                            ', '.join(catalog.names())))
             return None
 
@@ -325,14 +293,46 @@ class _Checker(object):
             self.where[address] = (parts, src)
         return gpus
 
-    def mapping_file(self, relpath, parts):
+    def gpus_file(self, relpath, parts):
+        """The path of a ``gpus_file``, or None when it is not allowed."""
         base = os.path.dirname(os.path.abspath(self.source))
-        path = os.path.join(base, relpath)
+        if '\0' in relpath or len(relpath) > MAX_PATH or any(
+                len(name) > MAX_NAME for name in relpath.split(os.sep)):
+            self.problem(parts, '%s is not a file name'
+                         % documents.short(relpath))
+            return None
+        path = os.path.normpath(os.path.join(base, relpath))
+        real = os.path.realpath(path)
+        for allowed in (base,) + self.gpus_file_dirs:
+            allowed = os.path.realpath(allowed)
+            if os.path.commonpath([allowed, real]) == allowed:
+                return path
+        self.problem(parts, '%s is outside %s, the directory of the topology '
+                     'file: move it there, or allow its directory with '
+                     '--os-nvlink-gpus-file-dir'
+                     % (documents.short(relpath), base))
+        return None
+
+    def mapping_file(self, relpath, parts):
+        path = self.gpus_file(relpath, parts)
+        if path is None:
+            return []
         try:
             document = read_document(path)
         except errors.TopologyError as exc:
             for loc, msg in exc.problems:
                 self.problem(parts, '%s: %s' % (loc, msg))
+            return []
+        # Never quote a file that is no GPU map at all: it may be anything.
+        if not isinstance(document, dict):
+            self.problems.append((path, 'expected a mapping of PCI address '
+                                  'to module id, got %s'
+                                  % documents.kind(document)))
+            return []
+        if document and not any(map(_is_address, document)):
+            self.problems.append((path, 'expected a mapping of PCI address '
+                                  'to module id; none of its %d keys is a '
+                                  'PCI address' % len(document)))
             return []
         found = _schema_problems(document, schema.MODULE_MAPPING)
         for where, msg in found:
@@ -364,21 +364,22 @@ class _Checker(object):
         groups = model.build_groups(name, domains, gpus, prefix)
         for group in groups:
             if len(group.name) > model.MAX_PROVIDER_NAME:
-                self.problem(at, 'resource provider name %r is %d '
+                self.problem(at, 'resource provider name %s is %d '
                              'characters; Placement allows %d'
-                             % (group.name, len(group.name),
+                             % (documents.short(group.name), len(group.name),
                                 model.MAX_PROVIDER_NAME))
                 break
             if len(group.trait) > model.MAX_TRAIT_NAME:
-                self.problem(at, 'trait %r is longer than %d characters'
-                             % (group.trait, model.MAX_TRAIT_NAME))
+                self.problem(at, 'trait %s is longer than %d characters'
+                             % (documents.short(group.trait),
+                                model.MAX_TRAIT_NAME))
                 break
         for address in gpus:
             rp_name = pci.nova_provider_name(name, address)
             if len(rp_name) > model.MAX_PROVIDER_NAME:
                 self.problem(at + ['gpus', address],
-                             'Nova resource provider name %r is over %d '
-                             'characters' % (rp_name,
+                             'Nova resource provider name %s is over %d '
+                             'characters' % (documents.short(rp_name),
                                              model.MAX_PROVIDER_NAME))
         if not gpus and len(self.problems) == known_problems:
             self.no_gpus(name, spec)

@@ -9,6 +9,8 @@ truncated.
 
 import re
 
+from nvlink_placement import documents
+
 _BDF = re.compile(
     r'^\s*(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):'
     r'(?P<slot>[0-9a-fA-F]{1,2})\.(?P<function>[0-7])\s*$')
@@ -29,13 +31,13 @@ def normalize_address(text):
     """
     match = _BDF.match(str(text))
     if not match:
-        raise ValueError('%r is not a PCI address (expected dddd:bb:dd.f)'
-                         % (text,))
+        raise ValueError('%s is not a PCI address (expected dddd:bb:dd.f)'
+                         % documents.short(text))
     domain = int(match.group('domain') or '0', 16)
     slot = int(match.group('slot'), 16)
     if slot > 0x1f:
-        raise ValueError('%r is not a PCI address (device %#x > 0x1f)'
-                         % (text, slot))
+        raise ValueError('%s is not a PCI address (device %#x > 0x1f)'
+                         % (documents.short(text), slot))
     return '%04x:%02x:%02x.%s' % (domain, int(match.group('bus'), 16), slot,
                                   match.group('function'))
 

@@ -9,9 +9,10 @@ linked (see :mod:`nvlink_placement.topology.model`); without it a group
 means what it always meant, so version 1 files keep their meaning.
 """
 
+# Module ids are small; the bound keeps int() of a 5000-digit string away.
 _MODULE_ID = {
-    'oneOf': [{'type': 'integer', 'minimum': 0},
-              {'type': 'string', 'pattern': r'^\s*[0-9]+\s*$'}],
+    'oneOf': [{'type': 'integer', 'minimum': 0, 'maximum': 2 ** 31 - 1},
+              {'type': 'string', 'pattern': r'^\s*[0-9]{1,10}\s*$'}],
 }
 
 _HEALTH = {

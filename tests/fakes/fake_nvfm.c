@@ -16,9 +16,18 @@
  *                               the first such call of this loaded copy of
  *                               the library returns the code, later calls
  *                               work (a dropped connection).
+ *   FAKE_NVFM_HANG=call         that call hangs (FM stuck): it returns
+ *                               FM_ST_TIMEOUT after HANG_SECONDS (60), so
+ *                               a test that forgets it still ends; with
+ *                               FAKE_NVFM_HANG_PIDFILE=path it first
+ *                               writes the process id there.
+ *   FAKE_NVFM_STATE=path        the active partitions live in this file
+ *                               (one '0'/'1' per table entry), shared by
+ *                               every process that loads the library, as
+ *                               the running FM daemon's state is.
  *
- * State (initialized, connected, active partitions) lives in the loaded
- * library, like FM's own state across client connections. Activation:
+ * State (initialized, connected) lives in the loaded library; the active
+ * partitions too unless FAKE_NVFM_STATE names a file. Activation:
  * unknown id -> FM_ST_BADPARAM, already active -> FM_ST_IN_USE (both as
  * documented in nv_fm_agent.h); a GPU already in another active partition
  * -> FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION (our choice: the header
@@ -28,8 +37,10 @@
  * Test hooks: fakeNvfmLastConnect() copies the last successful fmConnect
  * parameters, fakeNvfmConnectCount() counts successful fmConnect calls.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FM_MAX_STR_LENGTH 256
 #define FM_UUID_BUFFER_SIZE 80
@@ -48,6 +59,7 @@ enum {
     FM_ST_BADPARAM = -1,
     FM_ST_GENERIC_ERROR = -2,
     FM_ST_UNINITIALIZED = -4,
+    FM_ST_TIMEOUT = -5,
     FM_ST_VERSION_MISMATCH = -6,
     FM_ST_IN_USE = -7,
     FM_ST_CONNECTION_NOT_VALID = -9,
@@ -115,6 +127,7 @@ static const struct table_entry b200_table[] = {
 };
 
 #define TABLE_SIZE 15
+#define HANG_SECONDS 60
 
 static int initialized;
 static int connected;
@@ -140,10 +153,61 @@ static int lookup(const char *name, const char *call)
     return 0;
 }
 
+/* FAKE_NVFM_HANG: block in `call` as a stuck FM client does; 1 if so. */
+static int hang(const char *call)
+{
+    const char *name = getenv("FAKE_NVFM_HANG");
+    const char *pidfile = getenv("FAKE_NVFM_HANG_PIDFILE");
+    FILE *out;
+    int left = HANG_SECONDS;
+
+    if (!name || strcmp(name, call) != 0)
+        return 0;
+    if (pidfile && (out = fopen(pidfile, "w"))) {
+        fprintf(out, "%d\n", (int)getpid());
+        fclose(out);
+    }
+    while (left > 0)
+        left = sleep(left);
+    return 1;
+}
+
+/* With FAKE_NVFM_STATE, read the active partitions from the file. */
+static void load_state(void)
+{
+    const char *path = getenv("FAKE_NVFM_STATE");
+    char flags[TABLE_SIZE];
+    FILE *in;
+    int p;
+
+    if (!path || !(in = fopen(path, "r")))
+        return;
+    if (fread(flags, 1, TABLE_SIZE, in) == TABLE_SIZE)
+        for (p = 0; p < TABLE_SIZE; p++)
+            active[p] = flags[p] == '1';
+    fclose(in);
+}
+
+static void save_state(void)
+{
+    const char *path = getenv("FAKE_NVFM_STATE");
+    FILE *out;
+    int p;
+
+    if (!path || !(out = fopen(path, "w")))
+        return;
+    for (p = 0; p < TABLE_SIZE; p++)
+        fputc(active[p] ? '1' : '0', out);
+    fclose(out);
+}
+
 static int injected(const char *call)
 {
     int code = lookup("FAKE_NVFM_FAIL", call);
     int i;
+
+    if (hang(call))
+        return FM_ST_TIMEOUT;
 
     if (code)
         return code;
@@ -258,6 +322,7 @@ fmReturn_t fmGetSupportedFabricPartitions(fmHandle_t handle,
         return !list ? FM_ST_BADPARAM : FM_ST_GENERIC_ERROR;
     if (list->version != MAKE_FM_PARAM_VERSION(fmFabricPartitionList_t, 1))
         return FM_ST_VERSION_MISMATCH;
+    load_state();
     memset((char *)list + sizeof(list->version), 0,
            sizeof(*list) - sizeof(list->version));
     list->numPartitions = TABLE_SIZE;
@@ -317,12 +382,14 @@ fmReturn_t fmActivateFabricPartition(fmHandle_t handle,
         return FM_ST_UNINITIALIZED;
     if (!valid(handle) || p < 0)
         return FM_ST_BADPARAM;
+    load_state();
     if (active[p])
         return FM_ST_IN_USE;
     for (q = 0; q < TABLE_SIZE; q++)
         if (active[q] && shares_gpu(p, q))
             return FM_ST_RESOURCE_USED_IN_ANOTHER_PARTITION;
     active[p] = 1;
+    save_state();
     return FM_ST_SUCCESS;
 }
 
@@ -338,9 +405,11 @@ fmReturn_t fmDeactivateFabricPartition(fmHandle_t handle,
         return FM_ST_UNINITIALIZED;
     if (!valid(handle) || p < 0)
         return FM_ST_BADPARAM;
+    load_state();
     if (!active[p])
         return FM_ST_UNINITIALIZED;
     active[p] = 0;
+    save_state();
     return FM_ST_SUCCESS;
 }
 

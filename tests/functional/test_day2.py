@@ -43,7 +43,7 @@ class Day2TestCase(base.PlacementTestCase):
 
     def apply(self, doc, apply=True):
         path = self.write_file('t.yaml', yaml.safe_dump(doc))
-        topology = loader.load(path)
+        topology = loader.load(path, [base.EXAMPLES])
         return run.run(self.client, [desired.from_topology(h)
                                      for h in topology.hosts.values()],
                        apply=apply)
@@ -238,7 +238,8 @@ class TestHealth(Day2TestCase):
 
     def test_no_health_skips_reservations(self):
         doc = h100_topology(health={'0000:19:00.0': 'unhealthy'})
-        topology = loader.load(self.write_file('t.yaml', yaml.safe_dump(doc)))
+        topology = loader.load(self.write_file('t.yaml', yaml.safe_dump(doc)),
+                               [base.EXAMPLES])
         result = run.run(self.client, [
             desired.from_topology(h, health=False)
             for h in topology.hosts.values()])

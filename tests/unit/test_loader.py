@@ -222,7 +222,7 @@ class TestLoader(base.BaseTestCase):
         self.assertIn('line 3', str(exc))
         path = self.write('{"version": 1,}', 'x.json')
         exc = self.assertRaises(errors.TopologyError, loader.load, path)
-        self.assertIn('invalid JSON at line 1', str(exc))
+        self.assertIn('x.json: line 1 column 15: invalid JSON', str(exc))
 
     def test_explicit_groups_lettered_by_module_id(self):
         # Same pairs as the board, given by address: same names (DESIGN

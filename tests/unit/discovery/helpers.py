@@ -6,11 +6,13 @@ board-2 BDF -> module id map of ``shared/reference/host-formats.md``
 db->7.
 """
 
+import atexit
 import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 
 import fixtures
 
@@ -309,11 +311,31 @@ class FakeSysfs(fixtures.Fixture):
                 '..', '..', '..', 'bus', 'pci', 'drivers', driver))
 
 
-def build_fake_nvfm(test):
-    """Compile ``tests/fakes/fake_nvfm.c`` into a fresh shared library.
+_BUILT = {}
+# Taken at import: oslotest points tempfile at a directory of each test.
+_PROCESS_TMP = tempfile.gettempdir()
 
-    Each call builds into a new temporary directory, so each test loads
-    its own copy (own state). Skips the test when there is no compiler.
+
+def _compiled_fake_nvfm(compiler):
+    """The fake libnvfm compiled once per test process (then reused)."""
+    if 'path' not in _BUILT:
+        directory = tempfile.mkdtemp(prefix='fake-nvfm-', dir=_PROCESS_TMP)
+        atexit.register(shutil.rmtree, directory, True)
+        out = os.path.join(directory, 'libnvfm.so.1')
+        subprocess.run([compiler, '-shared', '-fPIC', '-O1', '-Wall',
+                        '-Werror', '-Wl,-soname,libnvfm.so.1', '-o', out,
+                        FAKE_NVFM_SOURCE], check=True, capture_output=True)
+        _BUILT['path'] = out
+    return _BUILT['path']
+
+
+def build_fake_nvfm(test):
+    """A fresh copy of ``tests/fakes/fake_nvfm.c`` as a shared library.
+
+    Compiled once per test process; each call copies it into a new
+    temporary directory, so each test loads its own copy (own state: the
+    dynamic loader loads each file once). Its SONAME is ``libnvfm.so.1``,
+    as the real library's. Skips the test when there is no compiler.
 
     :returns: path of the library.
     """
@@ -321,11 +343,12 @@ def build_fake_nvfm(test):
     if compiler is None:
         test.skipTest('no C compiler (gcc or cc) on PATH: cannot build the '
                       'fake libnvfm')
-    for name in ('FAKE_NVFM_TABLE', 'FAKE_NVFM_FAIL', 'FAKE_NVFM_FAIL_ONCE'):
+    for name in ('FAKE_NVFM_TABLE', 'FAKE_NVFM_FAIL', 'FAKE_NVFM_FAIL_ONCE',
+                 'FAKE_NVFM_HANG', 'FAKE_NVFM_HANG_PIDFILE',
+                 'FAKE_NVFM_STATE'):
         test.useFixture(fixtures.EnvironmentVariable(name))
     out = os.path.join(test.useFixture(fixtures.TempDir()).path,
                        'libnvfm.so.1')
-    subprocess.run([compiler, '-shared', '-fPIC', '-O1', '-Wall', '-Werror',
-                    '-o', out, FAKE_NVFM_SOURCE], check=True,
-                   capture_output=True)
+    shutil.copyfile(_compiled_fake_nvfm(compiler), out)
+    os.chmod(out, 0o755)
     return out

@@ -614,6 +614,7 @@ class TestHostSideImports(base.BaseTestCase):
             import nvlink_placement.discovery.inspect
             ours = ('nvlink_placement.cmd.', 'nvlink_placement.discovery.')
             allowed = {'nvlink_placement', 'nvlink_placement.errors',
+                       'nvlink_placement.documents',
                        'nvlink_placement.topology',
                        'nvlink_placement.topology.pci',
                        'nvlink_placement.topology.laminar',

@@ -159,7 +159,7 @@ class TestFlavorInput(base.BaseTestCase):
                                 {'name': 'x', 'vcpus': '4', 'ram': 1,
                                  'disk': 1}, 'f.json')
         self.assertEqual("f.json: flavor x: vcpus must be a non-negative "
-                         "integer, got '4'", str(exc))
+                         "integer up to 2147483647, got '4'", str(exc))
         self.assertRaises(errors.NvlinkError, request.flavor_from_dict,
                           {'vcpus': 1}, 'f.json')
         self.assertRaises(errors.NvlinkError, request.flavor_from_dict,

@@ -27,7 +27,7 @@ class TestLoad(base.BaseTestCase):
     def test_defaults(self):
         self.assertEqual(config.Settings(
             policy='refuse', fm_address=None, fm_socket=None,
-            fm_library=None, fm_timeout=5.0,
+            fm_library=None, fm_timeout=5.0, fm_deadline=30.0,
             mapping='/run/nvidia-fabricmanager/gpu-pci-module-mapping.json',
             lock_dir='/run/nvlink-placement', lock_timeout=60.0,
             sysfs_root='/sys', log='auto'), config.load({}))
@@ -64,7 +64,7 @@ class TestLoad(base.BaseTestCase):
                  "'deny'"),
                 ('[hook]\nfm_timeout = 0\n', {},
                  "{f}: [hook] fm_timeout: expected a number of seconds above "
-                 "0, got '0'"),
+                 "0 and at most 3600, got '0'"),
                 ('[hook]\nfm_address = ::1\n', {},
                  "{f}: [hook] fm_address: Fabric Manager address '::1': "
                  "expected HOST[:PORT] (IPv4)"),
@@ -75,8 +75,9 @@ class TestLoad(base.BaseTestCase):
                  'Unix socket, not both'),
                 ('[hook]\npolcy = allow\n', {},
                  '{f}: [hook] polcy: unknown setting (known: policy, '
-                 'fm_address, fm_socket, fm_library, fm_timeout, mapping, '
-                 'lock_dir, lock_timeout, sysfs_root, log)'),
+                 'fm_address, fm_socket, fm_library, fm_timeout, '
+                 'fm_deadline, mapping, lock_dir, lock_timeout, sysfs_root, '
+                 'log)'),
                 ('', {'NVLINK_HOOK_LOG': 'journal'},
                  "environment NVLINK_HOOK_LOG: expected auto or syslog or "
                  "stderr, got 'journal'"),

@@ -1,8 +1,9 @@
 """nvlink-partition-hook end to end against the fake libnvfm.
 
 Each test builds its own copy of the fake library; its partition state
-lives in that copy, so successive hook runs in one test see what the
-previous ones did, as they would see a running Fabric Manager.
+lives in a file of that test (``FAKE_NVFM_STATE``), so successive hook
+runs in one test, each talking to FM from its own child process, see
+what the previous ones did, as they would see a running Fabric Manager.
 """
 
 import io
@@ -44,9 +45,17 @@ def described(pid, *modules):
         '%s (module %d)' % (M[m], m) for m in sorted(modules)))
 
 
-class NoRead(io.StringIO):
+class NoRead(io.BytesIO):
     def read(self, *args):
         raise AssertionError('the hook read its standard input')
+
+
+def stdin(data):
+    """Standard input holding ``data`` (str: UTF-8), as libvirt gives it."""
+    if isinstance(data, str):
+        data = data.encode()
+    return io.TextIOWrapper(data if isinstance(data, io.BytesIO) else
+                            io.BytesIO(data))
 
 
 class HookTest(base.BaseTestCase):
@@ -73,15 +82,15 @@ class HookTest(base.BaseTestCase):
                 config.ENV_PREFIX + key.upper()))
         self.useFixture(fixtures.EnvironmentVariable(config.ENV_FILE,
                                                      self.conf))
+        self.env(FAKE_NVFM_STATE=os.path.join(self.tmp, 'fm-state'))
 
     def env(self, **values):
         for key, value in values.items():
             self.useFixture(fixtures.EnvironmentVariable(key, value))
 
     def hook(self, operation, sub_operation, xml, name=NAME):
-        stdin = xml if isinstance(xml, io.StringIO) else io.StringIO(xml)
         stdout, stderr = io.StringIO(), io.StringIO()
-        self.useFixture(fixtures.MonkeyPatch('sys.stdin', stdin))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdin', stdin(xml)))
         self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout))
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
         code = partition_hook.main([name, operation, sub_operation, '-'])
@@ -147,8 +156,8 @@ class TestCycle(HookTest):
         extra = (samples.NIC_HOSTDEV + samples.SRIOV_INTERFACE +
                  samples.MDEV + samples.USB)
         self.assertEqual(
-            (0, P + 'INFO: VM %s: GPU %s not in %s (not a baseboard GPU): '
-             'ignored\n' % (NAME, PCIE_GPU, self.mapping) +
+            (0, P + 'INFO: VM %s: GPU %s is in no Fabric Manager partition '
+             '(not a baseboard GPU): ignored\n' % (NAME, PCIE_GPU) +
              P + 'INFO: activated %s of VM %s\n' % (described(11, 5), NAME)),
             self.start(gpus(5) + [PCIE_GPU], extra))
         self.assertEqual([11], self.active())
@@ -257,11 +266,10 @@ class TestPolicy(HookTest):
     def test_no_libnvfm(self):
         missing = os.path.join(self.tmp, 'libnvfm.so.1')
         self.env(NVLINK_HOOK_FM_LIBRARY=missing)
-        code, err = self.start(gpus(1, 3))
-        self.assertEqual(1, code)
-        self.assertTrue(err.startswith(
-            P + 'ERROR: refusing to start VM %s (policy refuse): cannot load '
-            'libnvfm: %s: ' % (NAME, missing)), err)
+        self.assertEqual(
+            (1, P + 'ERROR: refusing to start VM %s (policy refuse): '
+             'fm_library %s: No such file or directory\n' % (NAME, missing)),
+            self.start(gpus(1, 3)))
 
     def test_missing_mapping(self):
         missing = os.path.join(self.tmp, 'absent.json')
@@ -343,11 +351,19 @@ class TestNothingToDo(HookTest):
              ' nothing to do\n' % NAME), self.start([], samples.NIC_HOSTDEV))
 
     def test_guest_with_only_a_pcie_gpu(self):
+        # FM's partitions, all placed by the mapping, do not hold it.
+        self.assertEqual(
+            (0, P + 'INFO: VM %s: GPU %s is in no Fabric Manager partition '
+             '(not a baseboard GPU): ignored\n' % (NAME, PCIE_GPU)),
+            self.start([PCIE_GPU]))
+        self.assertEqual([], self.active())
+        # Without FM nobody can tell: refused, or allowed with a warning.
         self.env(FAKE_NVFM_FAIL='fmConnect:-9')
         self.assertEqual(
-            (0, P + 'INFO: VM %s: GPU %s not in %s (not a baseboard GPU): '
-             'ignored\n' % (NAME, PCIE_GPU, self.mapping)),
-            self.start([PCIE_GPU]))
+            (1, P + 'ERROR: refusing to start VM %s (policy refuse): %s\n'
+             % (NAME, TestPolicy.FM_DOWN)), self.start([PCIE_GPU]))
+        self.env(NVLINK_HOOK_POLICY='allow')
+        self.assertEqual(0, self.start([PCIE_GPU])[0])
 
     def test_device_missing_from_sysfs(self):
         code, err = self.start(['0000:e1:00.0'])
@@ -376,9 +392,9 @@ class TestCommandLine(HookTest):
 
     def test_invalid_xml(self):
         self.assertEqual(
-            (1, P + 'error: domain XML of guest g: invalid XML: unclosed '
-             'token: line 1, column 0\n'),
-            self.hook('prepare', 'begin', '<domain', name='g'))
+            (1, P + 'ERROR: refusing to start VM g (policy refuse): domain '
+             'XML of guest g: invalid XML: unclosed token: line 1, column '
+             '0\n'), self.hook('prepare', 'begin', '<domain', name='g'))
 
     def test_configuration_error(self):
         self.env(NVLINK_HOOK_POLICY='deny')
@@ -459,28 +475,40 @@ class TestConcurrency(HookTest):
 
     def test_two_threads(self):
         self.messages = []
-        events = []
-        place = partitions.place
+        # The FM work runs in child processes: they note what they do in
+        # a file, one line per event.
+        journal = os.path.join(self.tmp, 'events')
+        place, act = partitions.place, activation._act
+
+        def note(event):
+            with open(journal, 'a') as handle:
+                handle.write('%s %d\n' % (event, os.getpid()))
 
         def slow_place(*args):
             # Widen the window between reading the table and acting on it.
-            events.append(('read', threading.current_thread().name))
+            note('read')
             time.sleep(0.2)
             return place(*args)
 
+        def noted_act(*args):
+            message = act(*args)
+            note('acted')
+            return message
+
         self.useFixture(fixtures.MonkeyPatch(
             'nvlink_placement.hook.partitions.place', slow_place))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nvlink_placement.hook.activation._act', noted_act))
         settings, log = self.settings(), self.logger()
         codes = {}
 
         def run(action, name, modules):
             guest = domain.Domain(name, tuple(gpus(*modules)))
             codes[name] = activation.run(settings, action, guest, log)
-            events.append(('done', name))
 
         for action, expected in ((activation.START, [3, 4]),
                                  (activation.STOP, [])):
-            events.clear()
+            open(journal, 'w').close()
             threads = [threading.Thread(target=run, name=name,
                                         args=(action, name, modules))
                        for name, modules in (('vm-a', (1, 3)),
@@ -491,10 +519,13 @@ class TestConcurrency(HookTest):
                 thread.join(30)
             self.assertEqual({'vm-a': 0, 'vm-b': 0}, codes)
             self.assertEqual(expected, self.active())
-            # Serialized: each hook finished before the other read.
+            # Serialized: each hook acted before the other read.
+            with open(journal) as handle:
+                events = [line.split() for line in handle]
             first, second = events[0][1], events[2][1]
-            self.assertEqual([('read', first), ('done', first),
-                              ('read', second), ('done', second)], events)
+            self.assertNotEqual(first, second)
+            self.assertEqual([['read', first], ['acted', first],
+                              ['read', second], ['acted', second]], events)
         self.assertEqual(
             ['activated %s of VM vm-a' % described(3, 1, 3),
              'activated %s of VM vm-b' % described(4, 2, 4),

@@ -134,6 +134,7 @@ class TestHookImports(base.BaseTestCase):
             import nvlink_placement.cmd.partition_hook
             allowed = ('nvlink_placement.hook', 'nvlink_placement.cmd',
                        'nvlink_placement.discovery', 'nvlink_placement.errors',
+                       'nvlink_placement.documents',
                        'nvlink_placement.topology.pci',
                        'nvlink_placement.topology.laminar',
                        'nvlink_placement.topology.boards')

@@ -23,7 +23,8 @@ def placed(active=(), rows=helpers.H100_TABLE):
 
 
 def vm(*modules):
-    return partitions.vm_gpus('instance-1', {M[m] for m in modules}, IDS)
+    return partitions.vm_gpus('instance-1', {M[m] for m in modules},
+                              placed(), 'map.json')
 
 
 class TestPlace(base.BaseTestCase):
@@ -84,11 +85,32 @@ class TestDescribe(base.BaseTestCase):
             'partition 4 {0000:18:00.0 (module 2), 0000:2a:00.0 (module 4)}',
             partitions.describe_partition(placed()[4], IDS))
 
-    def test_vm_gpus_ignores_unmapped(self):
+    def test_vm_gpus_ignores_gpus_no_partition_holds(self):
+        # Every partition GPU has an address: c1 and 05 are not on the
+        # baseboard.
         gpus = partitions.vm_gpus(
-            'instance-1', {'0000:c1:00.0', M[1], '0000:05:00.0'}, IDS)
+            'instance-1', {'0000:c1:00.0', M[1], '0000:05:00.0'}, placed(),
+            'map.json')
         self.assertEqual(frozenset({M[1]}), gpus.addresses)
         self.assertEqual(('0000:05:00.0', '0000:c1:00.0'), gpus.ignored)
+
+    def test_vm_gpu_may_be_a_baseboard_gpu_the_mapping_lacks(self):
+        # The mapping lost module 8 (0000:ab:00.0): partition 14 and the
+        # others holding physical id 8 have a member without an address.
+        ids = {a: m for a, m in IDS.items() if m != 8}
+        table_ = partitions.place(table(helpers.H100_TABLE), ids, 'map.json')
+        exc = self.assertRaises(
+            partitions.UnknownGpu, partitions.vm_gpus, 'instance-1',
+            {M[8], M[6]}, table_, 'map.json')
+        self.assertEqual(
+            'cannot tell whether GPU 0000:ab:00.0 of VM instance-1 is on the '
+            'NVSwitch baseboard: no Fabric Manager partition holds it, but '
+            'map.json gives no address to physical id 8 of Fabric Manager\'s '
+            'partitions; write the mapping again from nvidia-smi -q (it must '
+            'list every baseboard GPU)', str(exc))
+        # A GPU the partitions hold is fine.
+        self.assertEqual(frozenset({M[6]}), partitions.vm_gpus(
+            'instance-1', {M[6]}, table_, 'map.json').addresses)
 
 
 class TestExactAndNearest(base.BaseTestCase):
