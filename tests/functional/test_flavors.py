@@ -10,11 +10,13 @@ import json
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import fixtures
 from oslotest import base as oslo_base
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import embedded
@@ -30,6 +32,10 @@ from tests.functional import base
 from tests.functional import cli
 from tests import novalike
 
+# A Nova 34 nova-compute marks its compute node OWNER_NOVA, which Nova 34's
+# query requires (nova_tests/test_compute_writes.py proves both); the trees
+# here are seeded that way whatever release novalike mirrors.
+NOVA34_NODE_TRAITS = sorted(set(novalike.NODE_TRAITS) | {'OWNER_NOVA'})
 B200_TOPOLOGY = os.path.join(base.EXAMPLES, 'hgx-b200.yaml')
 B200_HOST = 'compute-b200-01'
 B200_RC = 'CUSTOM_PCI_10DE_2901'
@@ -77,13 +83,19 @@ def address_sets(board, size, domains, taken=()):
 
 class _FlavorCase(base.PlacementTestCase):
 
-    def verify(self, path, alias, rc, flavors):
+    def setUp(self):
+        self.useFixture(fixtures.MockPatchObject(novalike, 'NODE_TRAITS',
+                                                 NOVA34_NODE_TRAITS))
+        super().setUp()
+
+    def verify(self, path, alias, rc, flavors, nova=None):
         """FlavorResult per flavor name, verified on ``self.client``."""
         hosts = list(loader.load(path).hosts.values())
         aliases = {alias: request.Alias(alias, rc)}
         providers = verify.read_providers(self.client)
         return {f['name']: verify.verify(
-            self.client, request.build(request.flavor_from_dict(f), aliases),
+            self.client, request.build(request.flavor_from_dict(f), aliases,
+                                       nova=nova),
             hosts, providers) for f in flavors}
 
     def generated(self, path, alias, sizes=(1, 2, 4, 8)):
@@ -209,6 +221,43 @@ class TestReshapedFlavors(_FlavorCase):
         self.assertEqual((2, 0), (fits[('compute-01', 2)] - 1,
                                   fits[('compute-02', 4)]))
 
+    def test_tree_of_a_nova_compute_older_than_34(self):
+        # Nova 33's nova-compute writes no OWNER_NOVA on its compute node.
+        # Nova 34's scheduler requires it once every nova-compute is at
+        # service version 73: such a tree gets no candidate at all.
+        for host in H100_BOARDS:
+            body = self.client.get('/resource_providers/%s/traits'
+                                   % self.names[host])
+            self.client.request(
+                'PUT', '/resource_providers/%s/traits' % self.names[host],
+                body={'resource_provider_generation':
+                      body['resource_provider_generation'],
+                      'traits': [t for t in body['traits']
+                                 if t != 'OWNER_NOVA']}, version='1.6')
+        flavors = self.generated(base.H100_TOPOLOGY, 'h100', sizes=(1, 2))
+        result = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                             flavors)['gpu.h100.2x']
+        self.assertEqual([('compute-01', 0, 0, 0, 4),
+                          ('compute-02', 0, 0, 0, 4)],
+                         [r[1:6] for r in result.rows()])
+        self.assertEqual(10, len(result.problems))
+        self.assertEqual(
+            'gpu.h100.2x on compute-02: provider(s) compute-02 lack '
+            'OWNER_NOVA, which Nova 34 requires once every nova-compute runs '
+            'service version 73 (modelled: Nova 34 query, owner filter on '
+            '(default Nova 34)); a Nova 34 nova-compute writes it. No '
+            'candidate can come from there: a tree written by an older '
+            'nova-compute, or a cloud mid-upgrade (give --nova-release or '
+            '--owner-filter off to model it)', result.problems[-1])
+        for nova in (release.choose(33), release.choose(34, release.OFF)):
+            older = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                                flavors, nova=nova)
+            self.assertEqual(
+                [[('compute-01', 8, 8, 0, 0), ('compute-02', 8, 8, 0, 0)],
+                 [('compute-01', 8, 4, 0, 0), ('compute-02', 8, 4, 0, 0)]],
+                [[r[1:6] for r in older[f['name']].rows()]
+                 for f in flavors])
+
     def test_same_subtree_without_resourceless_group_is_caught(self):
         wrong = {'name': 'wrong.2x', 'vcpus': 32, 'ram': 262144, 'disk': 100,
                  'extra_specs': {
@@ -293,7 +342,8 @@ class TestCli(oslo_base.BaseTestCase):
         super().setUpClass()
         cls.tmp = tempfile.mkdtemp()
         cls.snapshot = os.path.join(cls.tmp, 'reshaped.json')
-        with embedded.EmbeddedPlacement() as client:
+        with mock.patch.object(novalike, 'NODE_TRAITS', NOVA34_NODE_TRAITS), \
+                embedded.EmbeddedPlacement() as client:
             seed_all(client)
             snapshot.write_file(snapshot.export(client), cls.snapshot)
 
