@@ -77,8 +77,9 @@ class TestComputeKeepsTree(base.NovaTestCase):
         self.assertEqual(['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA'],
                          self.traits(GPU))
         # The group providers' traits are never touched.
-        self.assertEqual(['CUSTOM_OWNER_NVLINK_PLACEMENT', 'CUSTOM_PCI_GROUP2'],
-                         self.traits(PAIR))
+        self.assertEqual(
+            ['CUSTOM_OWNER_NVLINK_PLACEMENT', 'CUSTOM_PCI_GROUP2'],
+            self.traits(PAIR))
 
     def test_operator_reserved_is_kept(self):
         client = self.client()
