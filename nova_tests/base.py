@@ -39,12 +39,20 @@ RC = 'CUSTOM_PCI_10DE_2330'
 BOARDS = {'compute-01': novalike.BOARD1, 'compute-02': novalike.BOARD2}
 
 
+def numa_node(module):
+    """NUMA node of a module: 1-4 on node 0, 5-8 on node 1."""
+    return 0 if module <= 4 else 1
+
+
 def topology_document(hosts):
-    """Topology of ``hosts`` (names in :data:`BOARDS`) with device ids."""
+    """Topology of ``hosts`` (names in :data:`BOARDS`).
+
+    As host inspection writes it: module ids, device ids, NUMA nodes.
+    """
     return {'version': 1, 'hosts': {
         host: {'board': 'hgx-h100-8gpu', 'gpus': {
             address: {'module_id': module, 'vendor_id': VENDOR_ID,
-                      'device_id': PRODUCT_ID}
+                      'device_id': PRODUCT_ID, 'numa_node': numa_node(module)}
             for address, module in sorted(BOARDS[host].items())}}
         for host in hosts}}
 
@@ -59,8 +67,8 @@ def nova_config(hosts=tuple(BOARDS)):
 def pci_info(board, exclude=()):
     """Nova's fake libvirt PCI devices of an HGX H100 board.
 
-    Type-PCI 10de:2330 devices at the board's addresses; modules 1-4 on
-    NUMA node 0, 5-8 on node 1.
+    Type-PCI 10de:2330 devices at the board's addresses, on the NUMA
+    node of their module (:func:`numa_node`).
     """
     info = fakelibvirt.HostPCIDevicesInfo(num_pci=0, num_pfs=0, num_vfs=0)
     for group, (address, module) in enumerate(sorted(board.items())):
@@ -71,7 +79,7 @@ def pci_info(board, exclude=()):
         info.add_device(dev_type='PCI', bus=int(bus, 16),
                         slot=int(slot, 16), function=int(function),
                         iommu_group=40 + group,
-                        numa_node=0 if module <= 4 else 1,
+                        numa_node=numa_node(module),
                         vend_id=VENDOR_ID, prod_id=PRODUCT_ID)
     return info
 

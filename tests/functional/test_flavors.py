@@ -385,6 +385,45 @@ class TestCli(oslo_base.BaseTestCase):
             for size, candidates, valid in ((1, 8, 8), (2, 8, 4),
                                             (4, 48, 2))], json.loads(out))
 
+    def test_example_snapshot_with_the_nova_34_query(self):
+        reshaped = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                'reshaped.json')
+        code, out, err = self.openstack(
+            'nvlink', 'reshape', '--topology', base.H100_TOPOLOGY,
+            '--snapshot', base.H100_SNAPSHOT, '--save-snapshot', reshaped)
+        self.assertEqual(0, code, err)
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '1,2', '-f', 'json')
+        flavors = self.write('flavors.json', out)
+        verify = ('nvlink', 'flavor', 'verify', '--snapshot', reshaped,
+                  '--topology', base.H100_TOPOLOGY, '--flavors', flavors,
+                  '--resource-class', H100_RC, '-f', 'value', '-c', 'host',
+                  '-c', 'candidates', '-c', 'valid_sets')
+        code, out, err = self.openstack(*verify)
+        self.assertEqual((0, ''), (code, err))
+        # One GPU of compute-01 (module 1, pair -a) is in use.
+        self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
+                         'compute-01 6 3\ncompute-02 8 4\n', out)
+        # The same tree as a nova-compute older than Nova 34 writes it.
+        document = snapshot.read_file(reshaped)
+        for provider in document['resource_providers']:
+            if provider['parent_provider_uuid'] is None:
+                provider['traits'].remove('OWNER_NOVA')
+        older = os.path.join(os.path.dirname(reshaped), 'older.json')
+        snapshot.write_file(document, older)
+        verify = list(verify)
+        verify[verify.index(reshaped)] = older
+        code, out, err = self.openstack(*verify)
+        self.assertEqual(1, code)
+        self.assertEqual('compute-01 0 0\ncompute-02 0 0\n' * 2, out)
+        self.assertIn('gpu.h100.2x on compute-01: provider(s) compute-01 '
+                      'lack OWNER_NOVA', err)
+        code, out, err = self.openstack(*verify + ['--nova-release', '33'])
+        self.assertEqual((0, ''), (code, err))
+        self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
+                         'compute-01 6 3\ncompute-02 8 4\n', out)
+
     def test_verify_fails_on_a_wrong_flavor(self):
         flavors = self.write('wrong.yaml', (
             '- name: wrong.2x\n  vcpus: 32\n  ram: 262144\n  disk: 100\n'
