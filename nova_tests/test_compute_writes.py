@@ -62,6 +62,16 @@ class TestComputeWrites(base.NovaTestCase):
         self.assertIn('COMPUTE_NODE', node)
         self.assertIn('OWNER_NOVA', node)
         client = self.client()
+        inventories = client.get('/resource_providers/%s/inventories'
+                                 % self.providers()['compute-01'][0])[
+                                     'inventories']
+        self.assertEqual(
+            {'DISK_GB': (1.0, 0), 'MEMORY_MB': (1.0, 512),
+             'VCPU': (4.0, 0)},
+            {rc: (inv['allocation_ratio'], inv['reserved'])
+             for rc, inv in inventories.items()})
+        self.assertEqual([True] * 3, [inv['max_unit'] == inv['total']
+                                      for inv in inventories.values()])
         uuid = self.providers()['compute-01_0000:4C:00.0'][0]
         self.assertEqual(
             {base.RC: {'allocation_ratio': 1.0, 'max_unit': 1, 'min_unit': 1,

@@ -98,7 +98,8 @@ class PlacementServer(object):
             try:
                 if requests.get(self.url + '/', timeout=2).status_code == 200:
                     return self
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
+                # Not listening yet, or the worker still loading the app.
                 pass
             time.sleep(0.2)
         self.stop()
