@@ -10,6 +10,8 @@ must parse as the option's type. Nova's own parsers then read the
 (compute API 2.86+) the per-size flavor advice.
 """
 
+import configparser
+import glob
 import os
 
 import fixtures
@@ -87,6 +89,24 @@ class TestNovaConfig(test.NoDBTestCase):
                     self.assertEqual(opt.type(row.value), value, row)
                 checked += 1
         self.assertEqual(9, checked)
+
+    def test_sample_files_parse(self):
+        samples = sorted(glob.glob(os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            'etc', 'nova', '*.conf.sample')))
+        self.assertEqual(['nova-compute.conf.sample',
+                          'nova-scheduler.conf.sample'],
+                         [os.path.basename(p) for p in samples])
+        for path in samples:
+            parser = configparser.ConfigParser(strict=False)
+            parser.read(path)
+            conf = registry('nova', set(parser.sections()))
+            conf(['--config-file', path], project='x',
+                 default_config_files=[], default_config_dirs=[])
+            for section in parser.sections():
+                for option, text in parser.items(section):
+                    self.assertIn(option, conf[section], path)
+                    self.assertIsNotNone(getattr(conf[section], option))
 
     def test_nova_reads_the_pci_values(self):
         values = {(r.section, r.option): r.value for r in self.rows}

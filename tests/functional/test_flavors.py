@@ -402,7 +402,7 @@ class TestCli(oslo_base.BaseTestCase):
                   '-c', 'candidates', '-c', 'valid_sets')
         code, out, err = self.openstack(*verify)
         self.assertEqual((0, ''), (code, err))
-        # One GPU of compute-01 (module 1, pair -a) is in use.
+        # One GPU of compute-01 (module 5: pair -c, quad -b) is in use.
         self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
                          'compute-01 6 3\ncompute-02 8 4\n', out)
         # The same tree as a nova-compute older than Nova 34 writes it.
