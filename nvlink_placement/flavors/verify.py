@@ -314,8 +314,8 @@ def _without_owner(request, hosts, providers, owners):
         if node is None:
             continue
         lacking = [n for n in [host.name] + sorted(
-            host.gpu_provider_name(a) for a in generate.usable_gpus(host))
-            if n in by_name and by_name[n] not in owners]
+            host.gpu_provider_name(a) for a, gpu in host.gpus.items()
+            if not gpu.excluded) if n in by_name and by_name[n] not in owners]
         if lacking:
             out.append(
                 '%s on %s: provider(s) %s lack %s, which Nova %d requires '
