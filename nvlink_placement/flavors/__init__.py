@@ -1,15 +1,19 @@
 """Flavors for NVLink-domain subtrees (DESIGN.md section 5).
 
 Pure logic, no I/O except in :mod:`.verify` (Placement reads) and
-:mod:`.apply` (compute API):
+:mod:`.compute` (compute API):
 
 - :mod:`.generate`: flavor specs (size, extra specs) from a topology, in
   the ``mosk`` or ``upstream`` dialect.
 - :mod:`.request`: the ``GET /allocation_candidates`` query Nova builds
   from a flavor and its ``[pci] alias`` configuration.
+- :mod:`.release`: what differs in that query between Nova releases
+  (``root_required``, Nova 34's owner filter), and how a live cloud
+  tells its release.
 - :mod:`.verify`: run that query and check every allocation request
   against the topology's NVLink domains.
 - :mod:`.novaconfig`: the Nova and Placement settings to pair with the
   reshaped tree.
-- :mod:`.apply`: create or update flavors through the compute API.
+- :mod:`.compute`: create or update flavors through the compute API
+  (extra specs at microversion 2.86, validated by Nova).
 """

@@ -7,17 +7,35 @@ specs. Only differing extra specs are written, and only the keys this
 tool manages (:data:`MANAGED`) are ever removed, so an operator's own
 keys (``hw:*``, ``quota:*`` ...) stay. Nova flavors cannot change vCPUs,
 RAM or disk; a flavor that differs there is a conflict.
+
+Extra specs are written at compute API microversion
+:data:`EXTRA_SPECS_MICROVERSION` (2.86), where Nova validates known keys
+(``nova/api/openstack/compute/flavors_extraspecs.py``; 2.86 is new in
+Nova 21). openstacksdk would send 2.61 (its ``Flavor`` resource's
+maximum), where Nova stores anything: upstream Nova would then keep a
+named-alias value ``A:N:P`` and fail every boot of that flavor with HTTP
+500 (``get_pci_requests_from_flavor``: too many values to unpack).
+At 2.86 upstream Nova refuses it with HTTP 400 (its
+``pci_passthrough:alias`` pattern is ``[^:]+:\\d+(,...)``), which
+:func:`apply` reports, deleting a flavor it created in the same run.
+``placement:*`` keys are in no namespace Nova validates and are stored
+as they are.
 """
 
 import dataclasses
 import re
 
+from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as sdk_exc
+
 from nvlink_placement import errors
+from nvlink_placement.flavors import generate
 
 COLUMNS = ('flavor', 'action', 'key', 'value')
 CREATE = 'create-flavor'
 SET = 'set-property'
 UNSET = 'unset-property'
+EXTRA_SPECS_MICROVERSION = '2.86'
 # Extra spec keys written by flavor generate (DESIGN.md section 5).
 MANAGED = re.compile(r'^(pci_passthrough:alias|placement:same_subtree|'
                      r'placement:group_policy|trait_nvl[0-9]+:.+)$')
@@ -92,10 +110,84 @@ def read(connection, name):
     return _as_dict(flavor)
 
 
+def max_microversion(connection):
+    """The compute API's maximum microversion, ``(2, minor)``, or None.
+
+    From the endpoint's version document (keystoneauth discovery); None
+    when the endpoint is not a compute API v2.1.
+
+    :raises keystoneauth1.exceptions.ClientException,
+        openstack.exceptions.SDKException: when it cannot be read.
+    """
+    data = connection.compute.get_endpoint_data()
+    if data is None or not data.max_microversion or tuple(
+            data.api_version or (0,))[:1] != (2,):
+        return None
+    return tuple(data.max_microversion[:2])
+
+
+def _validating(connection):
+    """Refuse a compute API that cannot validate extra specs."""
+    try:
+        version = max_microversion(connection)
+    except (ks_exc.ClientException, sdk_exc.SDKException) as exc:
+        raise errors.NvlinkError('cannot read the compute API version: %s'
+                                 % exc)
+    wanted = tuple(int(p) for p in EXTRA_SPECS_MICROVERSION.split('.'))
+    if version is not None and version < wanted:
+        raise errors.NvlinkError(
+            'the compute API stops at microversion %d.%d: flavor extra '
+            'specs are validated from %s on (Nova 21), and this tool does '
+            'not write specs Nova would not check. Nothing was written.'
+            % (version + (EXTRA_SPECS_MICROVERSION,)))
+
+
+def _set_extra_specs(connection, flavor, values):
+    """POST extra specs at 2.86; returns None or Nova's refusal."""
+    response = connection.compute.post(
+        '/flavors/%s/os-extra_specs' % flavor.id,
+        json={'extra_specs': values},
+        microversion=EXTRA_SPECS_MICROVERSION, raise_exc=False)
+    if response.status_code < 400:
+        return None
+    try:
+        body = response.json()
+        detail = next(iter(body.values()))['message']
+    except (ValueError, TypeError, KeyError, StopIteration, AttributeError):
+        detail = response.text
+    return 'HTTP %d: %s' % (response.status_code, detail)
+
+
+def _refusal(spec, detail, created, written):
+    message = ('Nova refused the extra specs of flavor %s at compute API '
+               'microversion %s (%s).' % (spec.name, EXTRA_SPECS_MICROVERSION,
+                                          detail))
+    if generate.ALIAS_KEY in spec.extra_specs and len(
+            spec.extra_specs[generate.ALIAS_KEY].split(':')) > 2:
+        message += (
+            ' Upstream Nova accepts only alias:count in %s; the named-alias '
+            '(alias:count:prefix) NVLink-domain flavors need a Nova with '
+            'the MOSK extension. On upstream Nova generate with --dialect '
+            'upstream (1-GPU and whole-host flavors only).'
+            % generate.ALIAS_KEY)
+    if created:
+        message += ' Flavor %s, created by this run, was deleted again.' % (
+            spec.name)
+    message += (' Already written: %s.' % ', '.join(written) if written
+                else ' Nothing else was written.')
+    return message
+
+
 def apply(connection, specs, dry_run=False):
     """Create or update ``specs`` (list of ``FlavorSpec``).
 
+    Named-alias flavors are written first, so a Nova that refuses them
+    (upstream) stops the run before any other flavor is written; a flavor
+    this run created is deleted again when Nova refuses its extra specs.
+
     :returns: list of :class:`Change` (applied, or planned on a dry run).
+    :raises NvlinkError: when the compute API cannot validate extra specs
+        (older than 2.86) or refuses them, saying what was written.
     """
     found, changes = {}, []
     for spec in specs:
@@ -103,20 +195,30 @@ def apply(connection, specs, dry_run=False):
             spec.name, ignore_missing=True, get_extra_specs=True)
         found[spec.name] = flavor
         changes += plan(spec, None if flavor is None else _as_dict(flavor))
-    if dry_run:
+    if dry_run or not changes:
         return changes
-    for spec in specs:
+    _validating(connection)
+    written = []
+    for spec in sorted(specs, key=lambda s: s.kind != generate.DOMAIN):
         mine = [c for c in changes if c.flavor == spec.name]
+        if not mine:
+            continue
         flavor = found[spec.name]
-        if any(c.action == CREATE for c in mine):
+        created = any(c.action == CREATE for c in mine)
+        if created:
             flavor = connection.compute.create_flavor(
                 name=spec.name, vcpus=spec.vcpus, ram=spec.ram,
                 disk=spec.disk)
         values = {c.key: c.value for c in mine if c.action == SET}
-        if values:
-            connection.compute.create_flavor_extra_specs(flavor, values)
+        refused = values and _set_extra_specs(connection, flavor, values)
+        if refused:
+            if created:
+                connection.compute.delete_flavor(flavor)
+            raise errors.NvlinkError(_refusal(spec, refused, created,
+                                              written))
         for change in mine:
             if change.action == UNSET:
                 connection.compute.delete_flavor_extra_specs_property(
                     flavor, change.key)
+        written.append(spec.name)
     return changes

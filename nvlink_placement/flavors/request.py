@@ -3,27 +3,39 @@
 Pure. Mirrors, for the keys that matter to GPU flavors, what the Nova
 scheduler sends (sources: ``nova/scheduler/utils.py``
 ``ResourceRequest.from_request_spec`` / ``to_querystring``,
-``nova/objects/request_spec.py`` ``RequestGroup``, ``nova/pci/request.py``
+``nova/objects/request_spec.py`` ``RequestGroup`` and
+``generate_request_groups_from_pci_requests``, ``nova/pci/request.py``
 alias parsing, ``nova/compute/pci_placement_translator.py`` resource
 class naming, ``nova/scheduler/request_filter.py``
-``compute_status_filter``; the named-alias and ``placement:`` keys are
-the MOSK extension of DESIGN.md section 5):
+``compute_status_filter`` and ``owner_nova_filter``; the named-alias and
+``placement:`` keys are the MOSK extension of DESIGN.md section 5). What
+differs between Nova releases is :mod:`.release`:
 
 - The unsuffixed group: ``VCPU`` = vcpus (``PCPU`` with
   ``hw:cpu_policy=dedicated``), ``MEMORY_MB`` = ram, ``DISK_GB`` = disk +
   ephemeral + swap rounded up to GB (an image-backed server), overridden
-  by ``resources:<RC>``, zeros dropped; forbidden trait
-  ``COMPUTE_STATUS_DISABLED`` (a mandatory request filter).
+  by ``resources:<RC>``, zeros dropped.
+- ``root_required``: ``!COMPUTE_STATUS_DISABLED`` (mandatory pre-filter,
+  on the root provider since Nova 21) and, with Nova 34's owner filter,
+  ``OWNER_NOVA``.
 - ``resources$S:<RC>`` and ``trait$S:<T>`` make suffixed groups.
 - ``pci_passthrough:alias = A:N`` makes N groups ``<request_id>-<i>``
   (a random UUID upstream; a stable one here), ``A:N:P`` makes them
   ``P-<i>``; each asks ``<RC>:1`` of the alias' resource class and
-  requires the alias' traits.
+  requires the alias' traits, plus ``OWNER_NOVA`` with the owner filter
+  (assumed for MOSK's named groups too: they are PCI request groups).
 - ``group_policy`` / ``placement:group_policy``; with two or more
   suffixed groups and no policy Nova uses ``none`` when at most one of
-  them came from the flavor. ``placement:same_subtree`` is passed on.
+  them came from the flavor. ``placement:same_subtree`` is passed on,
+  its suffixes sorted as ``to_querystring`` sorts them.
 - ``limit`` = ``[scheduler] max_placement_results`` (1000), microversion
   1.36; parameters sorted and URL-encoded as ``to_querystring`` does.
+
+A resourceless group from the flavor (``trait_nvlN:...``) is sent without
+a ``resources_nvlN`` parameter, as Placement 1.36 expects; upstream Nova
+34's ``RequestGroup.to_queryparams`` would send an empty
+``resources_nvlN=``, which Placement refuses (HTTP 400), so only the MOSK
+extension can use such a group.
 """
 
 import dataclasses
@@ -38,6 +50,7 @@ import os_traits
 from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import release as release_mod
 
 MICROVERSION = '1.36'
 DEFAULT_LIMIT = 1000
@@ -60,7 +73,6 @@ _XS_KEY = re.compile(
     r':(?P<name>.+)$')
 # Keys that change the Placement query in ways this module does not model.
 _UNMODELLED = ('accel:device_profile', 'hw:pmem')
-_STATUS_DISABLED = os_traits.COMPUTE_STATUS_DISABLED
 _STANDARD_TRAITS = frozenset(os_traits.get_traits())
 _FLAVOR_FIELDS = ('vcpus', 'ram', 'disk')
 _OPTIONAL_FIELDS = ('ephemeral', 'swap')
@@ -100,6 +112,8 @@ class Request:
     :ivar gpu_groups: suffixes of the per-GPU request groups.
     :ivar params: list of ``(key, value)``, sorted as Nova sends them.
     :ivar limit: the ``limit`` parameter.
+    :ivar nova: the :class:`~nvlink_placement.flavors.release.NovaQuery`
+        it follows.
     """
     flavor: str
     alias: Alias
@@ -107,6 +121,7 @@ class Request:
     gpu_groups: tuple
     params: tuple
     limit: int
+    nova: release_mod.NovaQuery = release_mod.NovaQuery()
 
     @property
     def querystring(self):
@@ -422,11 +437,13 @@ class _Group(object):
         return out
 
 
-def build(flavor, aliases, limit=DEFAULT_LIMIT):
+def build(flavor, aliases, limit=DEFAULT_LIMIT, nova=None):
     """The query Nova sends for ``flavor``.
 
     :param flavor: dict from :func:`flavor_from_dict`.
     :param aliases: dict alias name -> :class:`Alias`.
+    :param nova: :class:`nvlink_placement.flavors.release.NovaQuery`
+        (default: Nova 34 with the owner filter).
     :returns: :class:`Request`.
     :raises NvlinkError: for a flavor that asks no or several PCI aliases,
         an alias not configured, a malformed key or value, a key whose
@@ -478,8 +495,10 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT):
         else:
             fail('%s=%r: a trait is "required" or "forbidden"'
                  % (key, value))
-    unsuffixed.forbidden.add(_STATUS_DISABLED)
+    nova = nova or release_mod.NovaQuery()
     alias, size, gpu_groups = _pci_groups(name, specs, aliases, groups, fail)
+    for suffix in gpu_groups:
+        groups[suffix].required.update(nova.gpu_required)
     for suffix in list(groups):
         group = groups[suffix]
         group.resources = {rc: n for rc, n in group.resources.items() if n}
@@ -497,13 +516,16 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT):
         policy = 'none'
     if policy is not None:
         params.append(('group_policy', policy))
+    params.append(('root_required', ','.join(
+        sorted(nova.root_required) +
+        ['!' + t for t in sorted(nova.root_forbidden)])))
     for suffix, group in groups.items():
         params.extend(group.params(suffix))
     if generate.SUBTREE_KEY in specs:
-        params.append(('same_subtree',
-                       specs[generate.SUBTREE_KEY].replace(' ', '')))
+        params.append(('same_subtree', ','.join(sorted(
+            s.strip() for s in specs[generate.SUBTREE_KEY].split(',')))))
     return Request(name, alias, size, tuple(gpu_groups),
-                   tuple(sorted(params, key=lambda kv: kv[0])), limit)
+                   tuple(sorted(params)), limit, nova)
 
 
 def _decimal(text, cap):

@@ -29,6 +29,7 @@ import urllib.parse
 from keystoneauth1 import exceptions as ks_exc
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import client as pc
 from nvlink_placement.topology import pci
@@ -255,8 +256,10 @@ def read_providers(client):
 
 
 def _listed(client, resources, required):
-    query = {'resources': ','.join('%s:%d' % kv
-                                   for kv in sorted(resources.items()))}
+    query = {}
+    if resources:
+        query['resources'] = ','.join('%s:%d' % kv
+                                      for kv in sorted(resources.items()))
     if required:
         query['required'] = required
     body = client.get('/resource_providers?' + urllib.parse.urlencode(query),
@@ -267,6 +270,13 @@ def _listed(client, resources, required):
 def verify(client, request, hosts, providers=None):
     """Run ``request`` and :func:`check` the answer.
 
+    Free GPUs are listed with the alias' traits and compute nodes with the
+    unsuffixed group's traits and the root's forbidden ones (a disabled
+    host is rightly left out). Traits the query requires of the root and
+    of every GPU (Nova 34's ``OWNER_NOVA``) are not: a topology host or
+    GPU without them is a problem of its own, named, on top of the
+    domains no candidate offers.
+
     :param client: :class:`PlacementClient`.
     :param providers: from :func:`read_providers` (read when None).
     :returns: :class:`FlavorResult`; a query Placement refuses (HTTP
@@ -274,6 +284,7 @@ def verify(client, request, hosts, providers=None):
         a result with that problem.
     :raises PlacementError: on transport errors and 5xx.
     """
+    nova = request.nova
     try:
         body = client.get(request.url, version=request_mod.MICROVERSION)
         if providers is None:
@@ -285,13 +296,67 @@ def verify(client, request, hosts, providers=None):
         resources = {rc: int(n) for rc, n in (
             item.split(':') for item in params['resources'].split(','))
         } if 'resources' in params else {}
-        eligible = _listed(client, resources, params.get(
-            'required')) if resources else None
+        required = [t for t in params.get('required', '').split(',') if t]
+        required += ['!' + t for t in nova.root_forbidden]
+        eligible = _listed(client, resources, ','.join(
+            required)) if resources else None
+        owners = (_listed(client, {}, ','.join(nova.root_required))
+                  if nova.root_required else None)
     except errors.PlacementError as exc:
         if exc.status is None or exc.status >= 500:
             raise
         return _refused(request, hosts, exc)
-    return check(request, hosts, body, providers, free, eligible)
+    result = check(request, hosts, body, providers, free, eligible)
+    if owners is not None:
+        result.problems.extend(_without_owner(request, hosts, providers,
+                                              owners))
+    return result
+
+
+def _without_owner(request, hosts, providers, owners):
+    """Problems for topology providers lacking the owner trait."""
+    by_name = {name: uuid for uuid, (name, _) in providers.items()}
+    trait = ','.join(request.nova.root_required)
+    out = []
+    for host in hosts:
+        node = by_name.get(host.name)
+        if node is None:
+            continue
+        lacking = [n for n in [host.name] + sorted(
+            host.gpu_provider_name(a) for a, gpu in host.gpus.items()
+            if not gpu.excluded) if n in by_name and by_name[n] not in owners]
+        if lacking:
+            out.append(
+                '%s on %s: provider(s) %s lack %s, which Nova %d requires '
+                'once every nova-compute runs service version %d (modelled: '
+                '%s); a Nova 34 nova-compute writes it. No candidate can come '
+                'from there: a tree written by an older nova-compute, or a '
+                'cloud mid-upgrade (give --nova-release or --owner-filter off '
+                'to model it)' % (
+                    request.flavor, host.name, _names(lacking), trait,
+                    release.OWNER_FILTER_SINCE,
+                    release.OWNER_SERVICE_VERSION, request.nova.describe()))
+    return out
+
+
+def _names(names):
+    shown = ', '.join(names[:SHOWN_PER_HOST])
+    if len(names) > SHOWN_PER_HOST:
+        shown += ' and %d more' % (len(names) - SHOWN_PER_HOST)
+    return shown
+
+
+def compute_nodes_without_owner(client):
+    """Names of compute node providers without ``OWNER_NOVA`` (one GET).
+
+    A Nova 34 nova-compute writes both ``COMPUTE_NODE`` and ``OWNER_NOVA``
+    on its compute node provider; one without ``OWNER_NOVA`` belongs to an
+    older nova-compute (see :mod:`.release`).
+    """
+    body = client.get('/resource_providers?' + urllib.parse.urlencode({
+        'required': 'COMPUTE_NODE,!' + release.OWNER_TRAIT}),
+        version=LIST_VERSION)
+    return sorted(rp['name'] for rp in body['resource_providers'])
 
 
 def _refused(request, hosts, exc):

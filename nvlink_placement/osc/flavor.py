@@ -1,8 +1,12 @@
 """``openstack nvlink flavor generate|verify`` and ``nvlink nova-config``."""
 
+import argparse
+import dataclasses
 import logging
 import shlex
 
+from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as sdk_exc
 from osc_lib.cli import format_columns
 from osc_lib.command import command
 
@@ -10,6 +14,7 @@ from nvlink_placement import errors
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import novaconfig
+from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.osc import common
@@ -61,7 +66,9 @@ class GenerateFlavors(command.Lister):
     has is refused. --dialect upstream refuses every size but 1 and the
     whole host: upstream Nova cannot name the request groups of an alias.
     --apply creates or updates the flavors (only differing extra specs are
-    written).
+    written) and sets extra specs at compute API microversion 2.86, where
+    Nova validates them: upstream Nova refuses the named-alias flavors
+    (HTTP 400) instead of storing flavors whose every boot fails.
     """
 
     auth_required = False
@@ -99,7 +106,9 @@ class GenerateFlavors(command.Lister):
                                  'commands instead of rows.')
         action.add_argument('--apply', action='store_true',
                             help='Create or update the flavors through the '
-                                 'compute API; rows list the changes.')
+                                 'compute API (extra specs at microversion '
+                                 '2.86, validated by Nova); rows list the '
+                                 'changes.')
         parser.add_argument('--dry-run', action='store_true',
                             help='With --apply: list the changes, write '
                                  'nothing.')
@@ -156,8 +165,9 @@ class VerifyFlavors(command.Lister):
     """Prove flavors against Placement: every candidate is one NVLink domain.
 
     For each flavor, builds the GET /allocation_candidates query exactly
-    as Nova would (microversion 1.36, limit 1000), runs it against the
-    live Placement or an embedded one loaded from --snapshot, and checks
+    as the Nova release the cloud runs would (microversion 1.36, limit
+    1000; see --nova-release), runs it against the live Placement or an
+    embedded one loaded from --snapshot, and checks
     every allocation request: all GPUs on one host of the topology, free,
     and exactly one NVLink domain of the flavor's size. Rows per flavor
     and host: candidates, distinct valid and invalid GPU sets, and free
@@ -192,6 +202,23 @@ class VerifyFlavors(command.Lister):
                             default=request.DEFAULT_LIMIT,
                             help='[scheduler] max_placement_results '
                                  '(default %d).' % request.DEFAULT_LIMIT)
+        parser.add_argument(
+            '--nova-release', metavar='N', type=_release,
+            help='Nova release of nova-scheduler, e.g. 34 or 33.0.2 '
+                 '(%d or later). Default: live, from the compute API\'s '
+                 'maximum microversion; with --snapshot, %d. %s'
+                 % (release.OLDEST, release.DEFAULT, release.HELP))
+        parser.add_argument(
+            '--owner-filter', choices=release.OWNER_CHOICES,
+            default=release.AUTO,
+            help='Nova 34\'s OWNER_NOVA requirement. auto (default): on '
+                 'from Nova %d; live, off when a compute node provider '
+                 'lacks OWNER_NOVA (a nova-compute older than service '
+                 'version %d: Nova\'s API does not show service '
+                 'versions). on/off force it, e.g. to model a cloud '
+                 'mid-upgrade from a snapshot.'
+                 % (release.OWNER_FILTER_SINCE,
+                    release.OWNER_SERVICE_VERSION))
         parser.add_argument('--timeout', metavar='SECONDS', type=int,
                             default=verify.DEFAULT_TIMEOUT,
                             help='Per request, live Placement only '
@@ -223,12 +250,19 @@ class VerifyFlavors(command.Lister):
                 hosts, parsed_args.resource_class)
             aliases = {name: request.Alias(name, rc)
                        for name in request.alias_names(flavors)}
-        queries = [request.build(f, aliases, parsed_args.limit)
+        nova = release.choose(parsed_args.nova_release,
+                              parsed_args.owner_filter)
+        queries = [request.build(f, aliases, parsed_args.limit, nova)
                    for f in flavors]
         results = []
         with common.placement(self.app, parsed_args) as client:
             if not parsed_args.snapshot:
                 client = verify.with_timeout(client, parsed_args.timeout)
+                nova = self._detect(parsed_args, client)
+                self.app.stderr.write('flavor verify: %s\n'
+                                      % nova.describe())
+                queries = [request.build(f, aliases, parsed_args.limit,
+                                         nova) for f in flavors]
             providers = verify.read_providers(client)
             for query in queries:
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
@@ -242,6 +276,37 @@ class VerifyFlavors(command.Lister):
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
         return verify.COLUMNS, [row for r in results for row in r.rows()]
+
+    def _detect(self, parsed_args, client):
+        """The query shape for the live cloud (see :func:`release.choose`).
+
+        The compute API's maximum microversion unless --nova-release is
+        given (an unreadable compute API falls back to the default, saying
+        so); with --owner-filter auto, the compute node providers without
+        OWNER_NOVA.
+        """
+        microversion, note = None, ''
+        if parsed_args.nova_release is None:
+            try:
+                microversion = compute.max_microversion(
+                    common.authenticate(self.app).sdk_connection)
+            except (ks_exc.ClientException, sdk_exc.SDKException) as exc:
+                note = '; compute API version not read: %s' % exc
+            else:
+                if microversion is None:
+                    note = '; no compute API v2.1 version document found'
+        nodes = (verify.compute_nodes_without_owner(client)
+                 if parsed_args.owner_filter == release.AUTO else None)
+        nova = release.choose(parsed_args.nova_release,
+                              parsed_args.owner_filter, microversion, nodes)
+        return dataclasses.replace(nova, source=nova.source + note)
+
+
+def _release(text):
+    try:
+        return release.parse_release(text)
+    except errors.NvlinkError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
 
 
 class NovaConfig(command.Lister):

@@ -10,11 +10,13 @@ import json
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import fixtures
 from oslotest import base as oslo_base
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import embedded
@@ -30,6 +32,10 @@ from tests.functional import base
 from tests.functional import cli
 from tests import novalike
 
+# A Nova 34 nova-compute marks its compute node OWNER_NOVA, which Nova 34's
+# query requires (nova_tests/test_compute_writes.py proves both); the trees
+# here are seeded that way whatever release novalike mirrors.
+NOVA34_NODE_TRAITS = sorted(set(novalike.NODE_TRAITS) | {'OWNER_NOVA'})
 B200_TOPOLOGY = os.path.join(base.EXAMPLES, 'hgx-b200.yaml')
 B200_HOST = 'compute-b200-01'
 B200_RC = 'CUSTOM_PCI_10DE_2901'
@@ -77,13 +83,19 @@ def address_sets(board, size, domains, taken=()):
 
 class _FlavorCase(base.PlacementTestCase):
 
-    def verify(self, path, alias, rc, flavors):
+    def setUp(self):
+        self.useFixture(fixtures.MockPatchObject(novalike, 'NODE_TRAITS',
+                                                 NOVA34_NODE_TRAITS))
+        super().setUp()
+
+    def verify(self, path, alias, rc, flavors, nova=None):
         """FlavorResult per flavor name, verified on ``self.client``."""
         hosts = list(loader.load(path).hosts.values())
         aliases = {alias: request.Alias(alias, rc)}
         providers = verify.read_providers(self.client)
         return {f['name']: verify.verify(
-            self.client, request.build(request.flavor_from_dict(f), aliases),
+            self.client, request.build(request.flavor_from_dict(f), aliases,
+                                       nova=nova),
             hosts, providers) for f in flavors}
 
     def generated(self, path, alias, sizes=(1, 2, 4, 8)):
@@ -209,6 +221,43 @@ class TestReshapedFlavors(_FlavorCase):
         self.assertEqual((2, 0), (fits[('compute-01', 2)] - 1,
                                   fits[('compute-02', 4)]))
 
+    def test_tree_of_a_nova_compute_older_than_34(self):
+        # Nova 33's nova-compute writes no OWNER_NOVA on its compute node.
+        # Nova 34's scheduler requires it once every nova-compute is at
+        # service version 73: such a tree gets no candidate at all.
+        for host in H100_BOARDS:
+            body = self.client.get('/resource_providers/%s/traits'
+                                   % self.names[host])
+            self.client.request(
+                'PUT', '/resource_providers/%s/traits' % self.names[host],
+                body={'resource_provider_generation':
+                      body['resource_provider_generation'],
+                      'traits': [t for t in body['traits']
+                                 if t != 'OWNER_NOVA']}, version='1.6')
+        flavors = self.generated(base.H100_TOPOLOGY, 'h100', sizes=(1, 2))
+        result = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                             flavors)['gpu.h100.2x']
+        self.assertEqual([('compute-01', 0, 0, 0, 4),
+                          ('compute-02', 0, 0, 0, 4)],
+                         [r[1:6] for r in result.rows()])
+        self.assertEqual(10, len(result.problems))
+        self.assertEqual(
+            'gpu.h100.2x on compute-02: provider(s) compute-02 lack '
+            'OWNER_NOVA, which Nova 34 requires once every nova-compute runs '
+            'service version 73 (modelled: Nova 34 query, owner filter on '
+            '(default Nova 34)); a Nova 34 nova-compute writes it. No '
+            'candidate can come from there: a tree written by an older '
+            'nova-compute, or a cloud mid-upgrade (give --nova-release or '
+            '--owner-filter off to model it)', result.problems[-1])
+        for nova in (release.choose(33), release.choose(34, release.OFF)):
+            older = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                                flavors, nova=nova)
+            self.assertEqual(
+                [[('compute-01', 8, 8, 0, 0), ('compute-02', 8, 8, 0, 0)],
+                 [('compute-01', 8, 4, 0, 0), ('compute-02', 8, 4, 0, 0)]],
+                [[r[1:6] for r in older[f['name']].rows()]
+                 for f in flavors])
+
     def test_same_subtree_without_resourceless_group_is_caught(self):
         wrong = {'name': 'wrong.2x', 'vcpus': 32, 'ram': 262144, 'disk': 100,
                  'extra_specs': {
@@ -293,7 +342,8 @@ class TestCli(oslo_base.BaseTestCase):
         super().setUpClass()
         cls.tmp = tempfile.mkdtemp()
         cls.snapshot = os.path.join(cls.tmp, 'reshaped.json')
-        with embedded.EmbeddedPlacement() as client:
+        with mock.patch.object(novalike, 'NODE_TRAITS', NOVA34_NODE_TRAITS), \
+                embedded.EmbeddedPlacement() as client:
             seed_all(client)
             snapshot.write_file(snapshot.export(client), cls.snapshot)
 
@@ -334,6 +384,45 @@ class TestCli(oslo_base.BaseTestCase):
              'invalid_sets': 0, 'missing_sets': 0}
             for size, candidates, valid in ((1, 8, 8), (2, 8, 4),
                                             (4, 48, 2))], json.loads(out))
+
+    def test_example_snapshot_with_the_nova_34_query(self):
+        reshaped = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                'reshaped.json')
+        code, out, err = self.openstack(
+            'nvlink', 'reshape', '--topology', base.H100_TOPOLOGY,
+            '--snapshot', base.H100_SNAPSHOT, '--save-snapshot', reshaped)
+        self.assertEqual(0, code, err)
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '1,2', '-f', 'json')
+        flavors = self.write('flavors.json', out)
+        verify = ('nvlink', 'flavor', 'verify', '--snapshot', reshaped,
+                  '--topology', base.H100_TOPOLOGY, '--flavors', flavors,
+                  '--resource-class', H100_RC, '-f', 'value', '-c', 'host',
+                  '-c', 'candidates', '-c', 'valid_sets')
+        code, out, err = self.openstack(*verify)
+        self.assertEqual((0, ''), (code, err))
+        # One GPU of compute-01 (module 5: pair -c, quad -b) is in use.
+        self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
+                         'compute-01 6 3\ncompute-02 8 4\n', out)
+        # The same tree as a nova-compute older than Nova 34 writes it.
+        document = snapshot.read_file(reshaped)
+        for provider in document['resource_providers']:
+            if provider['parent_provider_uuid'] is None:
+                provider['traits'].remove('OWNER_NOVA')
+        older = os.path.join(os.path.dirname(reshaped), 'older.json')
+        snapshot.write_file(document, older)
+        verify = list(verify)
+        verify[verify.index(reshaped)] = older
+        code, out, err = self.openstack(*verify)
+        self.assertEqual(1, code)
+        self.assertEqual('compute-01 0 0\ncompute-02 0 0\n' * 2, out)
+        self.assertIn('gpu.h100.2x on compute-01: provider(s) compute-01 '
+                      'lack OWNER_NOVA', err)
+        code, out, err = self.openstack(*verify + ['--nova-release', '33'])
+        self.assertEqual((0, ''), (code, err))
+        self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
+                         'compute-01 6 3\ncompute-02 8 4\n', out)
 
     def test_verify_fails_on_a_wrong_flavor(self):
         flavors = self.write('wrong.yaml', (

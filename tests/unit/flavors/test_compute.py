@@ -60,28 +60,47 @@ class TestPlan(base.BaseTestCase):
 
 
 class _Compute(object):
-    """Records the openstacksdk compute proxy calls apply() makes."""
+    """Records the openstacksdk compute proxy calls apply() makes.
 
-    def __init__(self, flavors):
+    The compute API's answers to them are proven against Nova itself in
+    ``nova_tests/test_servers.py``; here only the order of the calls.
+    """
+
+    def __init__(self, flavors, max_version=(2, 104), refuse=()):
         self.flavors = flavors
+        self.max_version = max_version
+        self.refuse = refuse
         self.calls = []
 
     def find_flavor(self, name, ignore_missing, get_extra_specs):
         return self.flavors.get(name)
 
+    def get_endpoint_data(self):
+        return types.SimpleNamespace(api_version=(2, 1),
+                                     max_microversion=self.max_version)
+
     def create_flavor(self, **attrs):
         self.calls.append(('create_flavor', attrs))
-        return types.SimpleNamespace(name=attrs['name'])
+        return types.SimpleNamespace(name=attrs['name'], id=attrs['name'])
 
-    def create_flavor_extra_specs(self, flavor, specs):
-        self.calls.append(('create_flavor_extra_specs', flavor.name, specs))
+    def delete_flavor(self, flavor):
+        self.calls.append(('delete_flavor', flavor.name))
+
+    def post(self, url, json, microversion, raise_exc):
+        self.calls.append(('post', url, json['extra_specs'], microversion))
+        if url.split('/')[2] in self.refuse:
+            return types.SimpleNamespace(
+                status_code=400, json=lambda: {'badRequest': {
+                    'message': 'Validation failed', 'code': 400}})
+        return types.SimpleNamespace(status_code=200)
 
     def delete_flavor_extra_specs_property(self, flavor, key):
         self.calls.append(('delete', flavor.name, key))
 
 
 def sdk_flavor(name, **extra_specs):
-    return types.SimpleNamespace(name=name, vcpus=PAIR.vcpus, ram=PAIR.ram,
+    return types.SimpleNamespace(name=name, id=name, vcpus=PAIR.vcpus,
+                                 ram=PAIR.ram,
                                  disk=PAIR.disk, ephemeral=0, swap='',
                                  extra_specs=extra_specs)
 
@@ -107,15 +126,41 @@ class TestApply(base.BaseTestCase):
 
     def test_apply(self):
         compute.apply(self.connection, self.specs)
+        # The named-alias flavor first; extra specs at 2.86.
         self.assertEqual([
+            ('post', '/flavors/gpu.h100.2x/os-extra_specs',
+             {'placement:group_policy': 'none'}, '2.86'),
+            ('delete', 'gpu.h100.2x', 'trait_nvl4:X'),
             ('create_flavor', {'name': 'gpu.h100.1x', 'vcpus': 16,
                                'ram': 131072, 'disk': 100}),
-            ('create_flavor_extra_specs', 'gpu.h100.1x',
-             {'pci_passthrough:alias': 'h100:1'}),
-            ('create_flavor_extra_specs', 'gpu.h100.2x',
-             {'placement:group_policy': 'none'}),
-            ('delete', 'gpu.h100.2x', 'trait_nvl4:X'),
+            ('post', '/flavors/gpu.h100.1x/os-extra_specs',
+             {'pci_passthrough:alias': 'h100:1'}, '2.86'),
         ], self.proxy.calls)
+
+    def test_refused_flavor_is_deleted_and_nothing_else_written(self):
+        proxy = _Compute({}, refuse=('gpu.h100.2x',))
+        exc = self.assertRaises(errors.NvlinkError, compute.apply,
+                                types.SimpleNamespace(compute=proxy),
+                                self.specs)
+        self.assertEqual(['create_flavor', 'post', 'delete_flavor'],
+                         [c[0] for c in proxy.calls])
+        self.assertEqual(
+            'Nova refused the extra specs of flavor gpu.h100.2x at compute '
+            'API microversion 2.86 (HTTP 400: Validation failed). Upstream '
+            'Nova accepts only alias:count in pci_passthrough:alias; the '
+            'named-alias (alias:count:prefix) NVLink-domain flavors need a '
+            'Nova with the MOSK extension. On upstream Nova generate with '
+            '--dialect upstream (1-GPU and whole-host flavors only). Flavor '
+            'gpu.h100.2x, created by this run, was deleted again. Nothing '
+            'else was written.', str(exc))
+
+    def test_compute_api_without_validation_is_refused(self):
+        proxy = _Compute({}, max_version=(2, 79))
+        exc = self.assertRaises(errors.NvlinkError, compute.apply,
+                                types.SimpleNamespace(compute=proxy),
+                                self.specs)
+        self.assertIn('the compute API stops at microversion 2.79', str(exc))
+        self.assertEqual([], proxy.calls)
 
     def test_read(self):
         self.assertEqual(

@@ -4,6 +4,7 @@ from oslotest import base
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from tests.unit.flavors import helpers
 
@@ -32,29 +33,52 @@ class TestBuild(base.BaseTestCase):
         self.assertEqual((
             ('group_policy', 'none'),
             ('limit', 1000),
-            ('required', '!COMPUTE_STATUS_DISABLED'),
+            ('required_h100-0', 'OWNER_NOVA'),
+            ('required_h100-1', 'OWNER_NOVA'),
             ('required_nvl2', 'CUSTOM_PCI_GROUP2'),
             ('resources', 'DISK_GB:100,MEMORY_MB:262144,VCPU:32'),
             ('resources_h100-0', RC + ':1'),
             ('resources_h100-1', RC + ':1'),
+            ('root_required', 'OWNER_NOVA,!COMPUTE_STATUS_DISABLED'),
             ('same_subtree', '_h100-0,_h100-1,_nvl2')), query.params)
         self.assertEqual(2, query.size)
         self.assertEqual(('_h100-0', '_h100-1'), query.gpu_groups)
+        self.assertEqual(release.NovaQuery(), query.nova)
         self.assertEqual(
-            'group_policy=none&limit=1000&required=!COMPUTE_STATUS_DISABLED'
+            'group_policy=none&limit=1000'
+            '&required_h100-0=OWNER_NOVA&required_h100-1=OWNER_NOVA'
             '&required_nvl2=CUSTOM_PCI_GROUP2'
             '&resources=DISK_GB:100,MEMORY_MB:262144,VCPU:32'
             '&resources_h100-0=CUSTOM_PCI_10DE_2330:1'
             '&resources_h100-1=CUSTOM_PCI_10DE_2330:1'
+            '&root_required=OWNER_NOVA,!COMPUTE_STATUS_DISABLED'
             '&same_subtree=_h100-0,_h100-1,_nvl2', query.display)
         self.assertEqual(
             '/allocation_candidates?group_policy=none&limit=1000'
-            '&required=%21COMPUTE_STATUS_DISABLED'
+            '&required_h100-0=OWNER_NOVA&required_h100-1=OWNER_NOVA'
             '&required_nvl2=CUSTOM_PCI_GROUP2'
             '&resources=DISK_GB%3A100%2CMEMORY_MB%3A262144%2CVCPU%3A32'
             '&resources_h100-0=CUSTOM_PCI_10DE_2330%3A1'
             '&resources_h100-1=CUSTOM_PCI_10DE_2330%3A1'
+            '&root_required=OWNER_NOVA%2C%21COMPUTE_STATUS_DISABLED'
             '&same_subtree=_h100-0%2C_h100-1%2C_nvl2', query.url)
+
+    def test_older_nova_and_owner_filter_off(self):
+        # Nova 27..33, and Nova 34 while a nova-compute is older than
+        # service version 73: only the disabled-host filter, on the root.
+        for nova in (release.choose(33), release.choose(34, release.OFF)):
+            params = request.build(flavor(2), ALIASES, nova=nova).params
+            self.assertEqual(
+                ('!COMPUTE_STATUS_DISABLED', False, False),
+                (dict(params)['root_required'],
+                 'required_h100-0' in dict(params),
+                 'required' in dict(params)), nova)
+
+    def test_same_subtree_sorted_as_nova_sorts_it(self):
+        query = request.build(flavor(2, **{
+            'placement:same_subtree': '_nvl2, _h100-1,_h100-0'}), ALIASES)
+        self.assertEqual('_h100-0,_h100-1,_nvl2',
+                         dict(query.params)['same_subtree'])
 
     def test_upstream_alias_gets_uuid_groups_and_default_policy(self):
         query = request.build(
@@ -65,10 +89,13 @@ class TestBuild(base.BaseTestCase):
         self.assertEqual((
             ('group_policy', 'none'),
             ('limit', 50),
-            ('required', '!COMPUTE_STATUS_DISABLED'),
+            ('required%s-0' % prefix, 'OWNER_NOVA'),
+            ('required%s-1' % prefix, 'OWNER_NOVA'),
             ('resources', 'DISK_GB:100,MEMORY_MB:262144,VCPU:32'),
             ('resources%s-0' % prefix, RC + ':1'),
-            ('resources%s-1' % prefix, RC + ':1')), query.params)
+            ('resources%s-1' % prefix, RC + ':1'),
+            ('root_required', 'OWNER_NOVA,!COMPUTE_STATUS_DISABLED')),
+            query.params)
         self.assertEqual('3259cb0f-3d3a-5e26-9dbd-6dfb011a1c76-0',
                          request.build(flavor(1), ALIASES).gpu_groups[0])
 
@@ -92,8 +119,7 @@ class TestBuild(base.BaseTestCase):
         params = dict(query.params)
         self.assertEqual('MEMORY_MB:2048,PCPU:9', params['resources'])
         self.assertEqual('COMPUTE_SOCKET_PCI_NUMA_AFFINITY,CUSTOM_FAST,'
-                         '!COMPUTE_STATUS_DISABLED,!HW_CPU_HYPERTHREADING',
-                         params['required'])
+                         '!HW_CPU_HYPERTHREADING', params['required'])
 
     def test_swap_and_ephemeral_count_as_disk(self):
         data = plain(disk=10, **{'pci_passthrough:alias': 'h100:1'})
@@ -105,8 +131,8 @@ class TestBuild(base.BaseTestCase):
     def test_alias_traits(self):
         aliases = {'h100': request.Alias('h100', RC, ('CUSTOM_NVL',))}
         params = dict(request.build(flavor(2), aliases).params)
-        self.assertEqual('CUSTOM_NVL', params['required_h100-0'])
-        self.assertEqual('CUSTOM_NVL', params['required_h100-1'])
+        self.assertEqual('CUSTOM_NVL,OWNER_NOVA', params['required_h100-0'])
+        self.assertEqual('CUSTOM_NVL,OWNER_NOVA', params['required_h100-1'])
 
     def test_refusals(self):
         cases = [

@@ -78,10 +78,12 @@ class TestCheck(base.BaseTestCase):
             'compute-01_nvlink-group-of-2-a')}, host.invalid)
         self.assertEqual([(
             'gpu.h100.2x', 'compute-01', 3, 1, 1, 0,
-            'group_policy=none&limit=1000&required=!COMPUTE_STATUS_DISABLED'
+            'group_policy=none&limit=1000&required_h100-0=OWNER_NOVA'
+            '&required_h100-1=OWNER_NOVA'
             '&required_nvl2=CUSTOM_PCI_GROUP2&resources=DISK_GB:100,'
             'MEMORY_MB:262144,VCPU:32&resources_h100-0='
             'CUSTOM_PCI_10DE_2330:1&resources_h100-1=CUSTOM_PCI_10DE_2330:1'
+            '&root_required=OWNER_NOVA,!COMPUTE_STATUS_DISABLED'
             '&same_subtree=_h100-0,_h100-1,_nvl2')], result.rows())
         self.assertFalse(result.ok)
         self.assertEqual(

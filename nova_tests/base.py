@@ -1,0 +1,193 @@
+"""Nova 34's own services against the reshaped tree: the shared set-up.
+
+:class:`NovaTestCase` is Nova's PCI-in-Placement functional base
+(``nova.tests.functional.libvirt.test_pci_in_placement``): nova-api,
+conductor, scheduler and nova-compute in process, the libvirt driver on
+Nova's fake libvirt, and Placement's own ``PlacementFixture`` (a real
+Placement, SQLite). Each compute is an HGX H100 board: eight 10de:2330
+GPUs at the real addresses of ``tests.novalike.BOARD1`` / ``BOARD2``,
+configured with the ``[pci]`` values ``openstack nvlink nova-config``
+prints. The tool runs as an operator runs it: ``openstack nvlink ...`` in
+process against that Placement (admin token, wsgi-intercept endpoint).
+"""
+
+import json
+import os
+import sys
+import urllib.parse
+
+import fixtures
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import session as ks_session
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.libvirt import test_pci_in_placement
+import yaml
+
+from nvlink_placement.flavors import novaconfig
+from nvlink_placement.placement import client as pc
+from nvlink_placement.placement import snapshot
+from nvlink_placement.topology import loader
+from tests.functional import cli
+from tests import novalike
+
+# The nova wheel installs its api-paste.ini under sys.prefix, not where
+# the functional framework's default ($state_path) looks.
+API_PASTE = os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
+ALIAS = 'h100'
+VENDOR_ID, PRODUCT_ID = '10de', '2330'
+RC = 'CUSTOM_PCI_10DE_2330'
+BOARDS = {'compute-01': novalike.BOARD1, 'compute-02': novalike.BOARD2}
+
+
+def numa_node(module):
+    """NUMA node of a module: 1-4 on node 0, 5-8 on node 1."""
+    return 0 if module <= 4 else 1
+
+
+def topology_document(hosts):
+    """Topology of ``hosts`` (names in :data:`BOARDS`).
+
+    As host inspection writes it: module ids, device ids, NUMA nodes.
+    """
+    return {'version': 1, 'hosts': {
+        host: {'board': 'hgx-h100-8gpu', 'gpus': {
+            address: {'module_id': module, 'vendor_id': VENDOR_ID,
+                      'device_id': PRODUCT_ID, 'numa_node': numa_node(module)}
+            for address, module in sorted(BOARDS[host].items())}}
+        for host in hosts}}
+
+
+def nova_config(hosts=tuple(BOARDS)):
+    """``nova-config``'s rows for the H100 hosts: dict option -> value."""
+    topology = loader.parse(topology_document(hosts), '<nova_tests>')
+    return {(row.section, row.option): row.value for row in
+            novaconfig.settings(list(topology.hosts.values()), ALIAS)}
+
+
+def pci_info(board, exclude=()):
+    """Nova's fake libvirt PCI devices of an HGX H100 board.
+
+    Type-PCI 10de:2330 devices at the board's addresses, on the NUMA
+    node of their module (:func:`numa_node`).
+    """
+    info = fakelibvirt.HostPCIDevicesInfo(num_pci=0, num_pfs=0, num_vfs=0)
+    for group, (address, module) in enumerate(sorted(board.items())):
+        if address in exclude:
+            continue
+        _, bus, slot_function = address.split(':')
+        slot, function = slot_function.split('.')
+        info.add_device(dev_type='PCI', bus=int(bus, 16),
+                        slot=int(slot, 16), function=int(function),
+                        iommu_group=40 + group,
+                        numa_node=numa_node(module),
+                        vend_id=VENDOR_ID, prod_id=PRODUCT_ID)
+    return info
+
+
+_CONFIG = nova_config()
+
+
+class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
+    """Nova's PCI-in-Placement functional base with H100 boards."""
+
+    PCI_DEVICE_SPEC = [_CONFIG[('pci', 'device_spec')]]
+    PCI_ALIAS = [_CONFIG[('pci', 'alias')]]
+
+    def _setup_services(self):
+        self.flags(api_paste_config=API_PASTE, group='wsgi')
+        super()._setup_services()
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='filter_scheduler', pci_in_placement=True)
+        self.placement_fixture.conf_fixture.config(
+            group='placement', max_allocation_candidates=1000)
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    # -- the cloud ---------------------------------------------------------
+
+    def start_board(self, host, exclude=()):
+        """Start nova-compute ``host`` with its H100 board."""
+        self.start_compute(hostname=host,
+                           pci_info=pci_info(BOARDS[host], exclude))
+
+    def client(self):
+        """A :class:`PlacementClient` on Nova's Placement fixture."""
+        session = ks_session.Session(auth=None)
+        adapter = ks_adapter.Adapter(
+            session, endpoint_override=self.placement_fixture.endpoint,
+            additional_headers={'x-auth-token': 'admin'})
+        return pc.PlacementClient(adapter, description='Placement')
+
+    def state(self):
+        """The exported trees, as canonical JSON text."""
+        return json.dumps(snapshot.export(self.client()), sort_keys=True)
+
+    def providers(self):
+        """dict RP name -> (uuid, parent name)."""
+        body = self.client().get('/resource_providers')
+        by_uuid = {rp['uuid']: rp['name']
+                   for rp in body['resource_providers']}
+        return {rp['name']: (rp['uuid'],
+                             by_uuid.get(rp['parent_provider_uuid']))
+                for rp in body['resource_providers']}
+
+    def traits(self, name):
+        uuid = self.providers()[name][0]
+        return sorted(self.client().get(
+            '/resource_providers/%s/traits' % uuid)['traits'])
+
+    # -- the tool, as an operator runs it ----------------------------------
+
+    def topology(self, hosts):
+        path = os.path.join(self.tmp, 'topology-%s.yaml' % '-'.join(hosts))
+        with open(path, 'w') as f:
+            yaml.safe_dump(topology_document(hosts), f)
+        return path
+
+    def nvlink(self, *argv):
+        """``openstack nvlink <argv>`` against the live Placement."""
+        return cli.run(self, '--os-auth-type', 'admin_token', '--os-token',
+                       'admin', '--os-endpoint',
+                       self.placement_fixture.endpoint, 'nvlink', *argv)
+
+    def reshape(self, hosts):
+        result = self.nvlink('reshape', '--topology', self.topology(hosts),
+                             '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        return json.loads(result.stdout)
+
+    def check(self, hosts):
+        """``check``: (exit code, rows)."""
+        result = self.nvlink('check', '--topology', self.topology(hosts),
+                             '-f', 'json')
+        self.assertIn(result.code, (0, 2), result.stderr)
+        return result.code, json.loads(result.stdout or '[]')
+
+    def candidates(self, querystring):
+        """GET /allocation_candidates at 1.36 (Nova's microversion)."""
+        return self.client().get('/allocation_candidates?' + querystring,
+                                 version='1.36')
+
+    def gpu_sets(self, querystring, rc=RC):
+        """The GPU RP names of each allocation request, as frozensets."""
+        names = {u: n for n, (u, _) in self.providers().items()}
+        return {frozenset(names[u] for u, a in r['allocations'].items()
+                          if rc in a['resources'])
+                for r in self.candidates(querystring)['allocation_requests']}
+
+
+def canonical(querystring, prefixes):
+    """``querystring`` with PCI group suffixes renamed, sorted again.
+
+    :param prefixes: dict suffix prefix (a PCI request id, random per
+        request in Nova) -> the name to use.
+    """
+    def rename(text):
+        for old, new in prefixes.items():
+            text = text.replace(old + '-', new + '-')
+        return text
+
+    params = [(rename(k), rename(v))
+              for k, v in urllib.parse.parse_qsl(querystring)]
+    return '&'.join('%s=%s' % kv for kv in sorted(params))

@@ -1,0 +1,89 @@
+"""What a Nova 34 nova-compute writes, and the example snapshot.
+
+Two nova-computes with the example's HGX H100 boards report to Placement;
+``etc/examples/hgx-h100-snapshot.json`` must be exactly what they wrote
+(``snapshot`` export of it), except for what depends on the machine or
+the moment:
+
+- uuids (Nova's are random; the example keeps its own, by name),
+- compute node inventory ``total`` and ``max_unit`` (the example's are
+  an HGX H100 server's: 224 vCPUs, 2 TiB RAM, 3.5 TB disk; Nova's fake
+  libvirt host is small),
+- allocations (the example holds one 1-GPU instance).
+
+Compute node traits are what Nova 34's libvirt driver reports on Nova's
+fake libvirt host, ``COMPUTE_NODE`` and ``OWNER_NOVA`` included.
+
+Run with ``NVLINK_WRITE_EXAMPLE=1`` to rewrite the example from Nova.
+"""
+
+import copy
+import os
+
+from nova_tests import base
+from nvlink_placement.placement import snapshot
+from tests.functional import base as functional_base
+
+HARDWARE = ('total', 'max_unit')
+
+
+def example_from_nova(written, example):
+    """The example as Nova wrote it (see the module docstring)."""
+    mine = {p['name']: p for p in example['resource_providers']}
+    uuids = {p['uuid']: mine[p['name']]['uuid']
+             for p in written['resource_providers']}
+    document = copy.deepcopy(written)
+    for provider in document['resource_providers']:
+        own = mine[provider['name']]
+        provider['uuid'] = own['uuid']
+        if provider['parent_provider_uuid'] is None:
+            for rc, inventory in provider['inventories'].items():
+                inventory.update({k: own['inventories'][rc][k]
+                                  for k in HARDWARE})
+        else:
+            provider['parent_provider_uuid'] = uuids[
+                provider['parent_provider_uuid']]
+    document['allocations'] = example['allocations']
+    return document
+
+
+class TestComputeWrites(base.NovaTestCase):
+
+    def setUp(self):
+        super().setUp()
+        for host in base.BOARDS:
+            self.start_board(host)
+        self._run_periodics()
+
+    def test_what_nova_34_writes(self):
+        self.assertEqual(['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA'],
+                         self.traits('compute-01_0000:4C:00.0'))
+        node = self.traits('compute-01')
+        self.assertIn('COMPUTE_NODE', node)
+        self.assertIn('OWNER_NOVA', node)
+        client = self.client()
+        inventories = client.get('/resource_providers/%s/inventories'
+                                 % self.providers()['compute-01'][0])[
+                                     'inventories']
+        self.assertEqual(
+            {'DISK_GB': (1.0, 0), 'MEMORY_MB': (1.0, 512),
+             'VCPU': (4.0, 0)},
+            {rc: (inv['allocation_ratio'], inv['reserved'])
+             for rc, inv in inventories.items()})
+        self.assertEqual([True] * 3, [inv['max_unit'] == inv['total']
+                                      for inv in inventories.values()])
+        uuid = self.providers()['compute-01_0000:4C:00.0'][0]
+        self.assertEqual(
+            {base.RC: {'allocation_ratio': 1.0, 'max_unit': 1, 'min_unit': 1,
+                       'reserved': 0, 'step_size': 1, 'total': 1}},
+            {rc: {k: v for k, v in inv.items()} for rc, inv in client.get(
+                '/resource_providers/%s/inventories' % uuid)[
+                    'inventories'].items()})
+
+    def test_example_snapshot_is_what_nova_writes(self):
+        written = snapshot.export(self.client())
+        example = snapshot.read_file(functional_base.H100_SNAPSHOT)
+        expected = example_from_nova(written, example)
+        if os.environ.get('NVLINK_WRITE_EXAMPLE'):
+            snapshot.write_file(expected, functional_base.H100_SNAPSHOT)
+        self.assertEqual(expected, example)
