@@ -293,9 +293,10 @@ class TestCli(oslo_base.BaseTestCase):
         super().setUpClass()
         cls.tmp = tempfile.mkdtemp()
         cls.snapshot = os.path.join(cls.tmp, 'reshaped.json')
-        with embedded.EmbeddedPlacement() as client:
+        placement = embedded.EmbeddedPlacement()
+        with placement as client:
             seed_all(client)
-            snapshot.write_file(snapshot.export(client), cls.snapshot)
+            snapshot.write_file(placement.export(), cls.snapshot)
 
     @classmethod
     def tearDownClass(cls):
