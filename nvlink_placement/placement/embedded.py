@@ -84,7 +84,8 @@ class EmbeddedPlacement(object):
     because the in-memory database is one shared SQLite connection.
 
     :ivar engine: the SQLAlchemy engine of the database.
-    :ivar client: the :class:`PlacementClient` (while entered).
+    :ivar client: the :class:`EmbeddedClient` (while entered).
+    :ivar url: the endpoint wsgi-intercept answers (while entered).
     """
 
     def __init__(self, document=None):
@@ -92,6 +93,7 @@ class EmbeddedPlacement(object):
         self._stack = []
         self.engine = None
         self.client = None
+        self.url = None
 
     def __enter__(self):
         from placement.db.sqlalchemy import migration
@@ -121,7 +123,8 @@ class EmbeddedPlacement(object):
         trait._TRAITS_SYNCED = False
         resource_class._RESOURCE_CLASSES_SYNCED = False
         app = deploy.loadapp(conf)
-        url = 'http://embedded-placement-%s/placement' % uuid.uuid4().hex
+        self.url = url = ('http://embedded-placement-%s/placement'
+                          % uuid.uuid4().hex)
         intercept = interceptor.RequestsInterceptor(app=lambda: app, url=url)
         intercept.__enter__()
         self._stack.append(lambda: intercept.__exit__(None, None, None))

@@ -14,6 +14,7 @@ from nvlink_placement.placement import snapshot_api
 from nvlink_placement.placement import snapshot_db
 from tests.functional import base
 from tests import novalike
+from tests import placement_server
 
 RC = novalike.GPU_RC
 INSTANCE = 'a0a0a0a0-0000-4000-8000-000000000001'
@@ -188,6 +189,18 @@ class TestSameStateAsNova(oslo_base.BaseTestCase):
             seeded = client.placement.export()
         with embedded.EmbeddedPlacement(novalike.document(boards)) as client:
             self.assertEqual(seeded, client.placement.export())
+
+
+class TestPreloadedServer(oslo_base.BaseTestCase):
+
+    def test_http_placement_serves_a_preloaded_snapshot(self):
+        document = varied()
+        server = placement_server.PlacementServer(snapshot=document).start()
+        self.addCleanup(server.stop)
+        client = pc.PlacementClient(server.adapter())
+        self.assertEqual(document, snapshot_api.export(client, workers=4))
+        self.assertEqual('INSTANCE', client.get(
+            '/allocations/%s' % INSTANCE, version='1.38')['consumer_type'])
 
 
 class TestApiFallback(oslo_base.BaseTestCase):
