@@ -140,17 +140,6 @@ class _Duplicates(dict):
     keys_twice = ()
 
 
-def _object(pairs):
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen = set()
-        result = _Duplicates(result)
-        result.keys_twice = sorted({k for k, _ in pairs
-                                    if k in seen or seen.add(k)})
-        _object.found = True
-    return result
-
-
 def _no_constant(name):
     raise ValueError('%s is not a JSON number' % name)
 
@@ -173,9 +162,20 @@ def loads(text, source='<snapshot>'):
     :raises NvlinkError: naming ``source`` and, for a repeated key, its
         JSON path.
     """
-    _object.found = False
+    twice = []
+
+    def pairs_hook(pairs):
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            seen = set()
+            result = _Duplicates(result)
+            result.keys_twice = sorted({k for k, _ in pairs
+                                        if k in seen or seen.add(k)})
+            twice.append(result)
+        return result
+
     try:
-        document = json.loads(text, object_pairs_hook=_object,
+        document = json.loads(text, object_pairs_hook=pairs_hook,
                               parse_constant=_no_constant,
                               parse_float=_finite)
     except RecursionError:
@@ -184,7 +184,7 @@ def loads(text, source='<snapshot>'):
     except ValueError as exc:
         raise errors.NvlinkError('%s: not a JSON snapshot: %s'
                                  % (source, exc))
-    if _object.found:
+    if twice:
         raise errors.NvlinkError('\n'.join(
             '%s: %s: key %s is given twice' % (source, path, json.dumps(key))
             for path, value in _walk(document)

@@ -11,11 +11,11 @@ the provider generation, 1.20 POST returns the provider, 1.26 reserved may
 equal total, 1.28 consumer generations, 1.38 consumer types.
 """
 
-import concurrent.futures
 import urllib.parse
 
 from nvlink_placement import errors
 from nvlink_placement.placement import naming
+from nvlink_placement.placement import reads
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import state as state_mod
 
@@ -35,19 +35,24 @@ def export(client, hosts=None, workers=1, progress=None):
     * the provider listing (one request) and the trees to export (two);
     * traits: one ``GET /resource_providers?required=<trait>`` per trait
       in use (``GET /traits?associated=true``), or one GET per provider
-      when that is fewer;
+      when that costs less (a listing of the cloud costs about one GET per
+      :data:`reads.ENTRIES_PER_GET` providers);
     * one GET of inventories per provider;
     * allocations: one ``GET /resource_providers?resources=<rc>:<n>`` per
-      distinct resource class and capacity: a provider listed for its
-      whole capacity has nothing allocated (Placement's capacity filter,
-      ``used + n <= (total - reserved) * allocation_ratio``), so only the
-      others get a GET of their allocations;
+      distinct resource class and capacity where that costs less: a
+      provider listed for its whole capacity has nothing allocated
+      (Placement's capacity filter, ``used + n <= (total - reserved) *
+      allocation_ratio``); only the others get a GET of their
+      allocations;
     * aggregates: one GET per root provider (Placement applies a root's
       aggregates to its whole tree; Nova puts host aggregates there);
       aggregates of nested providers are not exported;
     * one ``GET /allocations/{uuid}`` per consumer (project, user,
       generation and type). A consumer's allocations on providers outside
       the exported trees are left out.
+
+    A live cloud changes while it is read: the export is not atomic (a
+    consumer deleted meanwhile is left out).
 
     :param hosts: compute node names; each must be a root provider.
     :param workers: requests in flight at once.
@@ -61,22 +66,23 @@ def export(client, hosts=None, workers=1, progress=None):
     current = state_mod.read(client, [naming.PCI_TRAIT])
     roots = set(current.select_roots(hosts))
     selected = [p for p in current.by_uuid.values() if p.root_uuid in roots]
-    traits = _traits(client, selected, workers, progress)
-    inventories = dict(zip((p.uuid for p in selected), _parallel(
+    listing = reads.listing_cost(current)
+    traits = _traits(client, selected, listing, workers, progress)
+    inventories = dict(zip((p.uuid for p in selected), reads.parallel(
         lambda p: client.get('/resource_providers/%s/inventories'
                              % p.uuid)['inventories'],
         selected, workers, progress, 'inventory')))
-    unused = _unused(client, inventories)
+    unused = reads.unused(client, inventories, listing)
     used = [p for p in selected if p.uuid not in unused]
     allocations = {}
-    for p, listed in zip(used, _parallel(
+    for p, listed in zip(used, reads.parallel(
             lambda p: client.get('/resource_providers/%s/allocations'
                                  % p.uuid)['allocations'],
             used, workers, progress, 'allocation')):
         for consumer, alloc in listed.items():
             allocations.setdefault(consumer, {})[p.uuid] = alloc['resources']
     tops = [p for p in selected if p.parent_uuid is None]
-    aggregates = dict(zip((p.uuid for p in tops), _parallel(
+    aggregates = dict(zip((p.uuid for p in tops), reads.parallel(
         lambda p: client.get('/resource_providers/%s/aggregates' % p.uuid,
                              version='1.19')['aggregates'],
         tops, workers, progress, 'root')))
@@ -88,17 +94,20 @@ def export(client, hosts=None, workers=1, progress=None):
         client, allocations, workers, progress))
 
 
-def _traits(client, providers, workers, progress):
-    """dict RP uuid -> trait list, by trait listings or per provider."""
+def _traits(client, providers, listing, workers, progress):
+    """dict RP uuid -> trait list, by trait listings or per provider.
+
+    :param listing: what a listing of the cloud costs, in GETs.
+    """
     in_use = client.get('/traits?associated=true', version='1.6')['traits']
-    if len(in_use) >= len(providers):
-        return dict(zip((p.uuid for p in providers), _parallel(
+    if len(in_use) * listing >= len(providers):
+        return dict(zip((p.uuid for p in providers), reads.parallel(
             lambda p: client.get('/resource_providers/%s/traits' % p.uuid,
                                  version='1.6')['traits'],
             providers, workers, progress, 'trait set')))
     wanted = {p.uuid for p in providers}
     found = {}
-    for trait, listed in zip(in_use, _parallel(
+    for trait, listed in zip(in_use, reads.parallel(
             lambda t: client.get('/resource_providers?' + urllib.parse.
                                  urlencode({'required': t}),
                                  version='1.18')['resource_providers'],
@@ -107,34 +116,6 @@ def _traits(client, providers, workers, progress):
             if rp['uuid'] in wanted:
                 found.setdefault(rp['uuid'], []).append(trait)
     return found
-
-
-def _unused(client, inventories):
-    """UUIDs of providers that Placement proves have nothing allocated.
-
-    For each distinct ``(rc, n)`` where ``n`` is the whole capacity
-    ``floor((total - reserved) * allocation_ratio)`` of an inventory (and
-    a valid request amount for it), one ``GET /resource_providers?
-    resources=rc:n`` lists the providers with ``n`` free: their usage of
-    ``rc`` is 0. A provider is unused when that holds for every class.
-    """
-    asks = {}
-    for uuid, inv in inventories.items():
-        for rc, fields in inv.items():
-            n = int((fields['total'] - fields['reserved']) *
-                    fields['allocation_ratio'])
-            if (n >= 1 and fields['min_unit'] <= n <= fields['max_unit'] and
-                    n % fields['step_size'] == 0):
-                asks.setdefault((rc, n), set()).add(uuid)
-    free = {}
-    for (rc, n), uuids in sorted(asks.items()):
-        listed = client.get('/resource_providers?' + urllib.parse.urlencode(
-            {'resources': '%s:%d' % (rc, n)}))['resource_providers']
-        for rp in listed:
-            if rp['uuid'] in uuids:
-                free.setdefault(rp['uuid'], set()).add(rc)
-    return {uuid for uuid, inv in inventories.items()
-            if free.get(uuid, set()) >= set(inv)}
 
 
 def _consumers(client, allocations, workers, progress):
@@ -152,44 +133,17 @@ def _consumers(client, allocations, workers, progress):
                     raise
                 versions.pop(0)
                 continue
+            if not body.get('allocations'):
+                return None     # deleted since its providers were read
             return snapshot.consumer_entry(
                 body['project_id'], body['user_id'], allocations[consumer],
                 body.get('consumer_generation'), body.get('consumer_type'))
 
     # The first answer settles the microversion for the parallel rest.
     entries = [read(c) for c in consumers[:1]]
-    entries += _parallel(read, consumers[1:], workers, progress, 'consumer')
-    return dict(zip(consumers, entries))
-
-
-def _parallel(func, items, workers, progress, unit):
-    """``[func(item) for item in items]`` on ``workers`` threads, in order.
-
-    The first error cancels what has not started and is raised.
-    """
-    bar = progress(len(items), unit) if progress and items else None
-    try:
-        if workers <= 1 or len(items) <= 1:
-            results = []
-            for item in items:
-                results.append(func(item))
-                if bar is not None:
-                    bar.update(1)
-            return results
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(func, item) for item in items]
-            try:
-                for future in concurrent.futures.as_completed(futures):
-                    future.result()
-                    if bar is not None:
-                        bar.update(1)
-            except BaseException:
-                pool.shutdown(cancel_futures=True)
-                raise
-            return [f.result() for f in futures]
-    finally:
-        if bar is not None:
-            bar.close()
+    entries += reads.parallel(read, consumers[1:], workers, progress,
+                              'consumer')
+    return {c: e for c, e in zip(consumers, entries) if e is not None}
 
 
 # -- load (fallback) -------------------------------------------------------

@@ -152,6 +152,23 @@ class TestBulkLoad(base.PlacementTestCase):
                             version='1.38', expect=(204,),
                             body=dict(body, consumer_generation=4))
 
+    def test_over_capacity_after_a_lowered_ratio_is_refused_on_load(self):
+        # Placement lets an inventory shrink under its usage (it logs a
+        # warning); such a state exports but does not load.
+        node = self.names['compute-01']
+        url = '/resource_providers/%s/inventories/VCPU' % node
+        inventory = self.client.get(url)
+        inventory.update(total=8, max_unit=8, allocation_ratio=1.0)
+        self.client.request('PUT', url, body=inventory)
+        exported = self.placement.export()
+        exc = self.assertRaises(errors.NvlinkError, snapshot.validate,
+                                exported, 'prod.json')
+        self.assertEqual(
+            'prod.json: allocations["%s"].allocations["%s"].resources.VCPU: '
+            "over capacity: 16 VCPU allocated on 'compute-01' (by %s) but "
+            'its inventory holds total 8 x allocation_ratio 1.0'
+            % (INSTANCE, node, INSTANCE), str(exc))
+
     def test_a_second_load_of_the_same_trees_is_refused(self):
         before = self.placement.export()
         exc = self.assertRaises(errors.NvlinkError, self.placement.load,
