@@ -178,18 +178,19 @@ def in_process(topology_path, snapshot_path, workers):
     return row
 
 
-def live_export(snapshot_path, server_workers, workers, tmp):
+def live_export(snapshot_path, args, tmp):
     """Export over gunicorn; the server's CPU is that of its processes."""
     document = snapshot.read_file(snapshot_path)
     start = time.perf_counter()
     server = placement_server.PlacementServer(
-        workers=server_workers, snapshot=document).start()
+        workers=args.server_workers, threads=args.server_threads,
+        snapshot=document).start()
     row = {'preload': (time.perf_counter() - start, None)}
     cpu = children_cpu()
     try:
         out = os.path.join(tmp, 'live.json')
         row['live'], _ = openstack('nvlink', 'snapshot', '-o', out,
-                                   '--workers', str(workers),
+                                   '--workers', str(args.workers),
                                    *server.cli_auth())
         row['live_same'] = snapshot.read_file(out) == document
     finally:
@@ -226,8 +227,7 @@ def measure(n, args):
             row['check'], _ = openstack('nvlink', 'check', '--topology',
                                         topology, '--snapshot', saved)
             row.update(in_process(topology, flat, args.workers))
-        row.update(live_export(flat, args.server_workers, args.workers,
-                               tmp))
+        row.update(live_export(flat, args, tmp))
         return row
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -238,10 +238,10 @@ def report(rows, args, file=None):
         print(*text, file=file or sys.stdout)
 
     out('Machine: %s, %d CPUs, Python %s; offline: embedded Placement '
-        '(SQLite in memory); live export: gunicorn %d worker(s) on SQLite; '
-        'client workers: %d' % (platform.platform(), os.cpu_count(),
-                                platform.python_version(),
-                                args.server_workers, args.workers))
+        '(SQLite in memory); live export: gunicorn %d worker(s) x %d '
+        'thread(s) on SQLite; client workers: %d' % (
+            platform.platform(), os.cpu_count(), platform.python_version(),
+            args.server_workers, args.server_threads, args.workers))
     out()
     lines = []
     for r in rows:
@@ -302,6 +302,10 @@ def add_arguments(parser):
                         help='gunicorn workers serving the live export '
                              '(reads only, so SQLite allows several; '
                              'default %(default)s).')
+    parser.add_argument('--server-threads', type=int, default=2,
+                        help='Threads per gunicorn worker (more than one '
+                             'keeps connections alive; default '
+                             '%(default)s).')
 
 
 def run_all(args, json_path=None):
