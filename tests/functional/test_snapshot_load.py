@@ -156,10 +156,11 @@ class TestBulkLoad(base.PlacementTestCase):
         # Placement lets an inventory shrink under its usage (it logs a
         # warning); such a state exports but does not load.
         node = self.names['compute-01']
-        url = '/resource_providers/%s/inventories/VCPU' % node
-        inventory = self.client.get(url)
-        inventory.update(total=8, max_unit=8, allocation_ratio=1.0)
-        self.client.request('PUT', url, body=inventory)
+        url = '/resource_providers/%s/inventories' % node
+        body = self.client.get(url)
+        body['inventories']['VCPU'].update(total=8, max_unit=8,
+                                           allocation_ratio=1.0)
+        self.client.request('PUT', url, body=body, version='1.26')
         exported = self.placement.export()
         exc = self.assertRaises(errors.NvlinkError, snapshot.validate,
                                 exported, 'prod.json')
