@@ -105,12 +105,10 @@ class PlacementServer(object):
             if self.process.poll() is not None:
                 raise RuntimeError('gunicorn exited: %s' % self.logs())
             try:
-                if requests.get(self.url + '/', timeout=10).status_code == 200:
+                if requests.get(self.url + '/', timeout=2).status_code == 200:
                     return self
             except (requests.ConnectionError, requests.Timeout):
-                # Not listening yet, or still loading the application (the
-                # first request can take seconds on a busy machine).
-                pass
+                pass        # not listening yet, or still syncing the schema
             time.sleep(0.2)
         self.stop()
         raise RuntimeError('Placement did not answer in %ds' % timeout)

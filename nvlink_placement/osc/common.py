@@ -102,14 +102,14 @@ def offline(path, save=None):
             snapshot.write_file(embedded_placement.export(), save)
 
 
-def progress(total, description, enabled=None, unit='host'):
+def progress(total, description, enabled=None):
     """A tqdm progress bar on a terminal (stderr), or None."""
     if enabled is None:
         enabled = sys.stderr.isatty()
     if not enabled or total <= 1:
         return None
     import tqdm
-    return tqdm.tqdm(total=total, desc=description, unit=unit,
+    return tqdm.tqdm(total=total, desc=description, unit='host',
                      file=sys.stderr, leave=False)
 
 

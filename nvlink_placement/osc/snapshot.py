@@ -29,6 +29,14 @@ def nova_resource_class(name):
     return os_resource_classes.normalize_name(name)
 
 
+def _progress(total, unit):
+    """A progress bar counting ``unit`` reads, on a terminal only."""
+    bar = common.progress(total, 'snapshot')
+    if bar is not None:
+        bar.unit = unit
+    return bar
+
+
 class Snapshot(command.Command):
     """Export compute node trees from Placement into a snapshot file.
 
@@ -94,8 +102,7 @@ class Snapshot(command.Command):
             client = common.live_client(self.app)
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
-                progress=lambda total, unit: common.progress(
-                    total, 'snapshot', unit=unit))
+                progress=_progress)
         snapshot.write_file(document, parsed_args.output)
         self.app.stdout.write('%s: %d resource providers, %d consumers\n' % (
             parsed_args.output, len(document['resource_providers']),

@@ -293,10 +293,9 @@ class TestCli(oslo_base.BaseTestCase):
         super().setUpClass()
         cls.tmp = tempfile.mkdtemp()
         cls.snapshot = os.path.join(cls.tmp, 'reshaped.json')
-        placement = embedded.EmbeddedPlacement()
-        with placement as client:
+        with embedded.EmbeddedPlacement() as client:
             seed_all(client)
-            snapshot.write_file(placement.export(), cls.snapshot)
+            snapshot.write_file(client.placement.export(), cls.snapshot)
 
     @classmethod
     def tearDownClass(cls):
