@@ -9,10 +9,11 @@ exporters write (:func:`document`), so the same state always gives the
 same bytes.
 
 Version 1 grew compatibly: ``aggregates`` on a provider and
-``consumer_generation`` on a consumer are optional; ``consumer_type``
-may be ``"unknown"``, what Placement reports (microversion 1.38+) for a
-consumer written without a type, and an untyped consumer is exported
-without the key, as servers older than 1.38 report it.
+``consumer_generation`` on a consumer are optional (the latter written
+when not 1); ``consumer_type`` may be ``"unknown"``, what Placement
+reports (microversion 1.38+) for a consumer written without a type, and
+an untyped consumer is exported without the key, as servers older than
+1.38 report it.
 """
 
 import json
@@ -30,6 +31,9 @@ VERSION = 1
 
 #: What Placement reports as ``consumer_type`` for an untyped consumer.
 UNTYPED = 'unknown'
+#: The generation of a consumer created by one allocation write; a consumer
+#: without ``consumer_generation`` is loaded with it.
+FIRST_GENERATION = 1
 #: Placement's column limits (placement/db/constants.py MAX_INT, the
 #: single-precision float of ``allocation_ratio``).
 MAX_INT = 0x7FFFFFFF
@@ -529,14 +533,18 @@ def provider_entry(uuid, name, parent_uuid, inventories, traits,
 
 def consumer_entry(project_id, user_id, allocations, generation=None,
                    consumer_type=None):
-    """One consumer as exported; untyped consumers carry no type.
+    """One consumer as exported.
+
+    Defaults are left out, as for older files: an untyped consumer has no
+    ``consumer_type``, a consumer at generation 1 (written once, which is
+    what loading gives one without the key) no ``consumer_generation``.
 
     :param allocations: ``{rp uuid: {rc: amount}}``.
     """
     entry = {'project_id': project_id, 'user_id': user_id,
              'allocations': {rp: {'resources': dict(sorted(res.items()))}
                              for rp, res in sorted(allocations.items())}}
-    if generation is not None:
+    if generation not in (None, FIRST_GENERATION):
         entry['consumer_generation'] = generation
     if consumer_type and consumer_type != UNTYPED:
         entry['consumer_type'] = consumer_type

@@ -184,8 +184,8 @@ def _load_consumers(conn, m, consumers, rp_ids, rc_ids, insert):
     insert(m.Consumer, [
         {'uuid': uuid, 'project_id': projects[c['project_id']],
          'user_id': users[c['user_id']],
-         # A consumer created by one allocation write has generation 1.
-         'generation': c.get('consumer_generation', 1),
+         'generation': c.get('consumer_generation',
+                             snapshot.FIRST_GENERATION),
          'consumer_type_id': types.get(c.get('consumer_type'))}
         for uuid, c in consumers.items()])
     insert(m.Allocation, [

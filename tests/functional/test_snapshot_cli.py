@@ -11,8 +11,10 @@ from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from tests.functional import base as fbase
 from tests.functional import cli
+from tests import novalike
 
 PCIE = os.path.join(fbase.EXAMPLES, 'pcie-bridge-pairs.yaml')
+CONSUMER = 'c1c1c1c1-0000-4000-8000-000000000001'
 
 
 class TestFromTopology(base.BaseTestCase):
@@ -122,13 +124,19 @@ class TestProgress(base.BaseTestCase):
             def close(self):
                 self.closed = True
 
-        document = snapshot.read_file(fbase.H100_SNAPSHOT)
+        document = novalike.document({'compute-01': novalike.BOARD1,
+                                      'compute-02': novalike.BOARD2})
+        names = novalike.names_in(document)
+        document['allocations'][CONSUMER] = snapshot.consumer_entry(
+            'p', 'u', {names['compute-01']: {'VCPU': 4},
+                       names['compute-01_0000:4C:00.0']: {novalike.GPU_RC: 1}},
+            consumer_type='INSTANCE')
         with embedded.EmbeddedPlacement(document) as client:
             exported = snapshot_api.export(client, workers=4, progress=Bar)
-        self.assertEqual(document['resource_providers'],
-                         exported['resource_providers'])
-        # Traits (per trait: 6 in use), inventories, allocations of the
-        # 2 nodes and the allocated GPU, roots; one consumer (read first).
+        self.assertEqual(document, exported)
+        # Traits listed per trait (6 in use for 18 providers), inventories,
+        # allocations of the 2 nodes and the allocated GPU, the roots'
+        # aggregates; the one consumer is read first, with no bar.
         self.assertEqual([('trait', 6), ('inventory', 18),
                           ('allocation', 3), ('root', 2)],
                          [(b.unit, b.total) for b in bars])

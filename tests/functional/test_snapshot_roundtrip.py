@@ -194,8 +194,10 @@ class TestRoundTrip(base.BaseTestCase):
             self.assertEqual(7, len(consumers))
             self.assertEqual(5, sum('consumer_type' not in c
                                     for c in consumers))
-            self.assertEqual([1, 1, 1, 1, 1, 1, 2], sorted(
-                c['consumer_generation'] for c in consumers))
+            # Generation 1 is left out (loading gives it back).
+            self.assertEqual([2], [c['consumer_generation']
+                                   for c in consumers
+                                   if 'consumer_generation' in c])
             self.assertTrue(any(len(c['allocations']) >= 3
                                 for c in consumers))
             providers = document['resource_providers']
@@ -228,5 +230,5 @@ class TestRoundTrip(base.BaseTestCase):
         # Only consumer generations are Placement's own (1) there.
         expected = copy.deepcopy(document)
         for entry in expected['allocations'].values():
-            entry['consumer_generation'] = 1
+            entry.pop('consumer_generation', None)
         self.assertEqual(expected, exported)

@@ -277,12 +277,15 @@ class TestValidate(base.BaseTestCase):
 class TestCanonicalForm(base.BaseTestCase):
 
     def test_untyped_consumer_has_no_type(self):
-        entry = snapshot.consumer_entry('p', 'u', {GPU: {RC: 1}}, 1,
+        entry = snapshot.consumer_entry('p', 'u', {GPU: {RC: 1}}, 2,
                                         snapshot.UNTYPED)
         self.assertEqual({'project_id': 'p', 'user_id': 'u',
-                          'consumer_generation': 1,
+                          'consumer_generation': 2,
                           'allocations': {GPU: {'resources': {RC: 1}}}},
                          entry)
+        # Generation 1, what a consumer loaded without the key gets.
+        self.assertNotIn('consumer_generation', snapshot.consumer_entry(
+            'p', 'u', {GPU: {RC: 1}}, 1))
         self.assertEqual('MIGRATION', snapshot.consumer_entry(
             'p', 'u', {}, None, 'MIGRATION')['consumer_type'])
 
