@@ -2,17 +2,22 @@
 """Measure reshape, no-op reshape, check and flatten at cloud scale.
 
 Starts a real Placement over HTTP (gunicorn on 127.0.0.1; SQLite with one
-worker, or PostgreSQL with ``--postgres`` and two workers), seeds N hosts of
-8 GPUs with the requests nova-compute sends, then times each operation and
-counts its HTTP requests by method. Two references are measured in the same
-run:
+worker, or PostgreSQL with ``--postgres`` and two workers) holding N hosts of
+8 GPUs as nova-compute reports them (bulk-loaded into the SQLite file, or
+seeded with nova-compute's requests on PostgreSQL), then times each
+operation and counts its HTTP requests by method. Two references are
+measured in the same run:
 
 * the server floor: the exact writes of the first reshape, replayed one by
   one with a bare ``requests`` session on the same server (after flatten);
 * the manual procedure: the ``openstack resource provider ...`` command
   sequence an operator runs with osc-placement, for a few hosts.
 
-This is a script, not a test: it prints an RST table for
+Then the offline figures of ``benchmarks/offline_scale.py`` (``--snapshot``
+commands and the live export of ``--offline-hosts`` hosts), so one command
+(``tox -e bench``) prints both.
+
+This is a script, not a test: it prints RST tables for
 ``doc/source/performance.rst`` and never asserts times.
 
 Usage: ``python benchmarks/reshape_scale.py --hosts 10,100,1000``
@@ -33,6 +38,9 @@ import requests
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import offline_scale  # noqa: E402
 
 from nvlink_placement.placement import client as pc  # noqa: E402
 from nvlink_placement.plan import desired  # noqa: E402
@@ -133,13 +141,24 @@ def manual_procedure(server, host, board, topology):
     return calls[0]
 
 
-def start_server(args):
+def start_server(args, n):
+    """Placement with N Nova-like hosts; returns (server, database, s).
+
+    On SQLite the hosts are bulk-loaded into the file before the server
+    starts; on PostgreSQL they are seeded with nova-compute's requests.
+    """
     if not args.postgres:
-        return placement_server.PlacementServer().start(), None
+        seconds, server = timed(lambda: placement_server.PlacementServer(
+            snapshot=novalike.document({'cn-%04d' % i: novalike.BOARD1
+                                        for i in range(n)})).start())
+        return server, None, seconds
     database = Postgres().start()
     server = placement_server.PlacementServer(
         workers=2, connection=database.url).start()
-    return server, database
+    client = pc.PlacementClient(server.adapter())
+    seconds, _ = timed(lambda: [novalike.seed_host(
+        client, 'cn-%04d' % i, novalike.BOARD1) for i in range(n)])
+    return server, database, seconds
 
 
 class Postgres(object):
@@ -178,11 +197,9 @@ class Postgres(object):
 
 
 def measure(n, args):
-    server, database = start_server(args)
+    server, database, seed = start_server(args, n)
     try:
         client = Recorder(server.adapter())
-        seed, _ = timed(lambda: [novalike.seed_host(
-            client, 'cn-%04d' % i, novalike.BOARD1) for i in range(n)])
         topology = topology_for(n)
         hosts = [desired.from_topology(h) for h in topology.hosts.values()]
         row = {'hosts': n, 'seed_s': seed}
@@ -237,7 +254,9 @@ def main(argv=None):
     parser.add_argument('--postgres', action='store_true',
                         help='Placement on PostgreSQL with 2 workers.')
     parser.add_argument('--json', metavar='FILE',
-                        help='Also write the raw results as JSON.')
+                        help='Also write the raw results as JSON (the '
+                             'offline ones to FILE.offline.json).')
+    offline_scale.add_arguments(parser)
     args = parser.parse_args(argv)
     args.hosts = [int(h) for h in args.hosts.split(',')]
     tmp = tempfile.mkdtemp(prefix='bench-')
@@ -263,6 +282,8 @@ def main(argv=None):
                 json.dump(rows, f, indent=2)
     shutil.rmtree(tmp, ignore_errors=True)
     report(rows, args)
+    print()
+    offline_scale.run_all(args, args.json and args.json + '.offline.json')
 
 
 def report(rows, args, file=None):
@@ -302,7 +323,8 @@ def report(rows, args, file=None):
     out()
     for row in rows:
         ratio = row['reshape'][0] / row['floor_s']
-        out('%d hosts: reshape / server floor = %.2f; seeding took %.1f s'
+        out('%d hosts: reshape / server floor = %.2f; seeding (bulk on '
+            'SQLite) took %.1f s'
             % (row['hosts'], ratio, row['seed_s']))
         if 'osc' in row:
             per_host, calls = row['osc']

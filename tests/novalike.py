@@ -1,22 +1,26 @@
-"""Seed Placement the way Nova does, with the same HTTP requests.
+"""Seed Placement the way Nova does.
 
-Mirrors what nova-compute's report client sends for a compute node with
-``[pci] report_in_placement = True`` (nova/compute/
-pci_placement_translator.py, nova/scheduler/client/report.py): the
-compute node RP named after the hypervisor hostname with VCPU, MEMORY_MB
-and DISK_GB; one child RP per PCI device named
-``<hypervisor_hostname>_<ADDRESS upper>`` with ``{RC: total 1,
-max_unit 1}`` and traits COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA.
+Two ways to the same state. :func:`seed_host` sends the HTTP requests
+nova-compute's report client sends for a compute node with ``[pci]
+report_in_placement = True`` (nova/compute/pci_placement_translator.py,
+nova/scheduler/client/report.py); the end-to-end and round-trip tests use
+it against a real HTTP Placement. :func:`document` gives the same trees as
+a snapshot (:mod:`nvlink_placement.placement.nova_tree`), which the
+functional tests bulk-load in milliseconds. The tree: the compute node RP
+named after the hypervisor hostname with VCPU, MEMORY_MB and DISK_GB and
+the traits of a Nova 34 node (OWNER_NOVA included); one child RP per PCI
+device named ``<hypervisor_hostname>_<ADDRESS upper>`` with ``{RC: total
+1, max_unit 1}`` and traits COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA.
 """
 
-import uuid
-
+from nvlink_placement.placement import embedded
+from nvlink_placement.placement import nova_tree
+from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import pci
 
 GPU_RC = 'CUSTOM_PCI_10DE_2330'
-NODE_TRAITS = ['COMPUTE_NODE', 'COMPUTE_IMAGE_TYPE_QCOW2',
-               'COMPUTE_IMAGE_TYPE_RAW', 'HW_CPU_X86_AVX2']
-PCI_TRAITS = ['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA']
+NODE_TRAITS = sorted(nova_tree.NODE_TRAITS)
+PCI_TRAITS = sorted(nova_tree.PCI_TRAITS)
 
 # Real BDF -> module id maps of two HGX H100 boards (shared/reference/
 # host-formats.md).
@@ -27,15 +31,8 @@ BOARD2 = {'0000:18:00.0': 2, '0000:2a:00.0': 4, '0000:3a:00.0': 1,
           '0000:5d:00.0': 3, '0000:9a:00.0': 6, '0000:ab:00.0': 8,
           '0000:ba:00.0': 5, '0000:db:00.0': 7}
 
-
-def node_uuid(host):
-    """A stable compute node uuid for ``host`` (Nova's is random)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_DNS, host))
-
-
-def pci_uuid(cn_uuid, address):
-    """A stable PCI RP uuid derived from node and address."""
-    return str(uuid.uuid5(uuid.UUID(cn_uuid), address))
+node_uuid = nova_tree.node_uuid
+pci_uuid = nova_tree.pci_uuid
 
 
 def _put_inventory(client, rp_uuid, generation, inventories):
@@ -56,10 +53,18 @@ def _put_traits(client, rp_uuid, generation, traits):
 
 def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
               memory_mb=2063784, disk_gb=3500):
-    """Create one compute node tree as Nova would.
+    """Create one compute node tree as Nova would, request by request.
+
+    On an embedded Placement the same tree is bulk-loaded instead (the
+    same state: tests/functional/test_snapshot_load.py).
 
     :returns: dict RP name -> uuid.
     """
+    if isinstance(client, embedded.EmbeddedClient):
+        tree = document({host: addresses}, rc=rc, vcpus=vcpus,
+                        memory_mb=memory_mb, disk_gb=disk_gb)
+        client.placement.load(tree)
+        return names_in(tree)
     client.request('PUT', '/resource_classes/%s' % rc, version='1.7',
                    expect=(201, 204))
     cn = node_uuid(host)
@@ -75,7 +80,7 @@ def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
     names = {host: cn}
     for address in sorted(addresses):
         name = pci.nova_provider_name(host, address)
-        child = pci_uuid(cn, pci.normalize_address(address))
+        child = pci_uuid(cn, address)
         rp = client.request('POST', '/resource_providers', version='1.20',
                             body={'uuid': child, 'name': name,
                                   'parent_provider_uuid': cn})
@@ -84,6 +89,24 @@ def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
         _put_traits(client, child, gen, PCI_TRAITS)
         names[name] = child
     return names
+
+
+def document(hosts, rc=GPU_RC, **sizes):
+    """The trees :func:`seed_host` creates, as a snapshot.
+
+    :param hosts: dict host name -> PCI addresses (a board map or list).
+    :param sizes: ``vcpus``, ``memory_mb``, ``disk_gb``.
+    """
+    providers = []
+    for host, addresses in hosts.items():
+        providers.extend(nova_tree.host_providers(
+            host, {a: rc for a in addresses}, **sizes))
+    return snapshot.document(providers, {})
+
+
+def names_in(document):
+    """dict RP name -> uuid of a snapshot."""
+    return {rp['name']: rp['uuid'] for rp in document['resource_providers']}
 
 
 def allocate(client, consumer, allocations, project='p1', user='u1'):

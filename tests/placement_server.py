@@ -44,13 +44,18 @@ class PlacementServer(object):
     One thread by default: with SQLite, concurrent writers get "database is
     locked" (HTTP 500) from Placement; a real deployment uses MySQL.
 
+    :param snapshot: optional validated snapshot dict bulk-loaded into the
+        SQLite file before the server starts
+        (:mod:`nvlink_placement.placement.snapshot_db`): a big state in
+        seconds instead of a request per object.
     :ivar url: base URL, e.g. ``http://127.0.0.1:38291``.
     """
 
-    def __init__(self, threads=1, connection=None, workers=1):
+    def __init__(self, threads=1, connection=None, workers=1, snapshot=None):
         self.threads = threads
         self.workers = workers
         self.connection = connection
+        self.snapshot = snapshot
         self.dir = None
         self.process = None
         self.url = None
@@ -66,18 +71,22 @@ class PlacementServer(object):
                 'connection = sqlite:///%s' % os.path.join(
                     self.dir, 'placement.db'),
                 'connection = %s' % self.connection)
-        if self.workers > 1:
-            # Workers would race to create the schema: do it once first.
+        presync = self.workers > 1 or self.snapshot is not None
+        if presync:
+            # Workers would race to create the schema, and a snapshot needs
+            # it: do it once first.
             config = config.replace('sync_on_startup = True',
                                     'sync_on_startup = False')
         conf_path = os.path.join(self.dir, 'placement.conf')
         with open(conf_path, 'w') as f:
             f.write(config)
-        if self.workers > 1:
+        if presync:
             subprocess.run([os.path.join(os.path.dirname(sys.executable),
                                          'placement-manage'),
                             '--config-file', conf_path, 'db', 'sync'],
                            check=True, capture_output=True)
+        if self.snapshot is not None:
+            self._preload()
         port = free_port()
         self.url = 'http://127.0.0.1:%d' % port
         env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self.dir)
@@ -103,6 +112,18 @@ class PlacementServer(object):
             time.sleep(0.2)
         self.stop()
         raise RuntimeError('Placement did not answer in %ds' % timeout)
+
+    def _preload(self):
+        import sqlalchemy
+
+        from nvlink_placement.placement import snapshot_db
+        engine = sqlalchemy.create_engine(
+            self.connection or 'sqlite:///%s' % os.path.join(
+                self.dir, 'placement.db'))
+        try:
+            snapshot_db.load(engine, self.snapshot)
+        finally:
+            engine.dispose()
 
     def logs(self):
         with open(os.path.join(self.dir, 'gunicorn.log')) as f:

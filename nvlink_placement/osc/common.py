@@ -112,9 +112,10 @@ def live_client(app, parsed_args=None):
 def placement(app, parsed_args):
     """Yield a :class:`PlacementClient`: embedded or live.
 
-    With ``--snapshot`` the snapshot is loaded into a fresh embedded
-    Placement, and on success the state is written to
-    ``--save-snapshot`` when given.
+    With ``--snapshot`` the file is checked, then loaded into a fresh
+    embedded Placement (in bulk, see
+    :mod:`nvlink_placement.placement.snapshot_db`), and on success the
+    state is written to ``--save-snapshot`` when given.
     """
     path = getattr(parsed_args, 'snapshot', None)
     save = getattr(parsed_args, 'save_snapshot', None)
@@ -125,14 +126,23 @@ def placement(app, parsed_args):
     if not path:
         yield live_client(app, parsed_args)
         return
+    with offline(path, save) as embedded_placement:
+        yield embedded_placement.client
+
+
+@contextlib.contextmanager
+def offline(path, save=None):
+    """Yield an entered :class:`EmbeddedPlacement` loaded from ``path``.
+
+    On success the resulting state is written to ``save`` when given.
+    """
     from nvlink_placement.placement import embedded
-    document = snapshot.read_file(path)
-    with embedded.EmbeddedPlacement() as client:
-        snapshot.load_into(client, document)
-        client.requests.clear()
-        yield client
+    embedded_placement = embedded.EmbeddedPlacement(snapshot.read_file(path))
+    with embedded_placement:
+        embedded_placement.client.requests.clear()
+        yield embedded_placement
         if save:
-            snapshot.write_file(snapshot.export(client), save)
+            snapshot.write_file(embedded_placement.export(), save)
 
 
 def gpus_file_dirs(app):

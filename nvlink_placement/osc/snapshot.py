@@ -1,9 +1,40 @@
-"""``openstack nvlink snapshot``: export Placement state (read only)."""
+"""``openstack nvlink snapshot``: export Placement state (read only), or
+write the flat tree Nova would report for a topology."""
 
+import os_resource_classes
 from osc_lib.command import command
 
+from nvlink_placement import errors
 from nvlink_placement.osc import common
+from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_api
+from nvlink_placement.topology import loader
+
+DEFAULT_WORKERS = 8
+
+
+def nova_resource_class(name):
+    """Normalize a resource class as Nova does for ``[pci] device_spec``.
+
+    Upper case; a name neither standard nor ``CUSTOM_`` gets the prefix
+    and its other characters replaced (``nova/compute/
+    pci_placement_translator.py``): ``pci_10de_2330`` ->
+    ``CUSTOM_PCI_10DE_2330``.
+    """
+    name = name.upper()
+    if (name in os_resource_classes.STANDARDS or
+            os_resource_classes.is_custom(name)):
+        return name
+    return os_resource_classes.normalize_name(name)
+
+
+def _progress(total, unit):
+    """A progress bar counting ``unit`` reads, on a terminal only."""
+    bar = common.progress(total, 'snapshot')
+    if bar is not None:
+        bar.unit = unit
+    return bar
 
 
 class Snapshot(command.Command):
@@ -11,9 +42,17 @@ class Snapshot(command.Command):
 
     Read only. Exports the trees of the given hosts, or of every tree that
     holds a Nova PCI provider (any provider with the trait
-    COMPUTE_MANAGED_PCI_DEVICE), with
-    inventories, traits and the allocations on them. The file feeds
-    --snapshot of the other commands.
+    COMPUTE_MANAGED_PCI_DEVICE), with inventories, traits, aggregates and
+    the allocations on them. The file feeds --snapshot of the other
+    commands. Reads run in parallel (--workers), a constant number of
+    requests per provider and per consumer.
+
+    With --from-topology no cloud is read: the file holds the flat trees
+    that Nova would report for the topology's hosts (compute node with
+    VCPU, MEMORY_MB, DISK_GB and its traits; one PCI provider per GPU named
+    <host>_<ADDRESS> with COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA), with
+    reproducible uuids, to plan, verify flavors and size capacity before
+    the hosts exist.
     """
 
     auth_required = False
@@ -24,13 +63,60 @@ class Snapshot(command.Command):
                             default=[], help='Compute host (repeatable).')
         parser.add_argument('-o', '--output', metavar='FILE', required=True,
                             help='Snapshot file to write (JSON).')
-        common.add_placement_arguments(parser, save=False)
+        parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
+                            metavar='N',
+                            help='Reads in flight at once against a live '
+                                 'cloud (default %d).' % DEFAULT_WORKERS)
+        source = parser.add_mutually_exclusive_group()
+        source.add_argument(
+            '--snapshot', metavar='FILE',
+            help='Export from an embedded Placement loaded from this '
+                 'snapshot file (e.g. to select --host trees).')
+        source.add_argument(
+            '--from-topology', metavar='FILE',
+            help='Write the flat trees Nova would report for the hosts of '
+                 'this topology file instead of reading Placement.')
+        group = parser.add_argument_group('with --from-topology')
+        group.add_argument(
+            '--resource-class', metavar='RC',
+            help="Resource class of GPUs whose topology entry has no "
+                 "'resource_class' (nor vendor_id and device_id), "
+                 "normalized as Nova does, e.g. CUSTOM_PCI_10DE_2330.")
+        for option, default, what in (
+                ('--vcpus', nova_tree.VCPUS, 'VCPU'),
+                ('--memory-mb', nova_tree.MEMORY_MB, 'MEMORY_MB'),
+                ('--disk-gb', nova_tree.DISK_GB, 'DISK_GB')):
+            group.add_argument(option, type=int, default=default,
+                               metavar='N',
+                               help='%s total of each compute node '
+                                    '(default %d).' % (what, default))
         return parser
 
     def take_action(self, parsed_args):
-        with common.placement(self.app, parsed_args) as client:
-            document = snapshot.export(client, parsed_args.host)
+        if parsed_args.from_topology:
+            document = self._from_topology(parsed_args)
+        elif parsed_args.snapshot:
+            with common.offline(parsed_args.snapshot) as embedded:
+                document = embedded.export(parsed_args.host)
+        else:
+            client = common.live_client(self.app)
+            document = snapshot_api.export(
+                client, parsed_args.host, workers=max(1, parsed_args.workers),
+                progress=_progress)
         snapshot.write_file(document, parsed_args.output)
         self.app.stdout.write('%s: %d resource providers, %d consumers\n' % (
             parsed_args.output, len(document['resource_providers']),
             len(document['allocations'])))
+
+    def _from_topology(self, parsed_args):
+        for name in ('vcpus', 'memory_mb', 'disk_gb'):
+            if getattr(parsed_args, name) < 1:
+                raise errors.NvlinkError('--%s must be at least 1'
+                                         % name.replace('_', '-'))
+        topology = loader.load(parsed_args.from_topology)
+        rc = parsed_args.resource_class
+        return nova_tree.from_topology(
+            topology, parsed_args.host,
+            resource_class=nova_resource_class(rc) if rc else None,
+            vcpus=parsed_args.vcpus, memory_mb=parsed_args.memory_mb,
+            disk_gb=parsed_args.disk_gb)

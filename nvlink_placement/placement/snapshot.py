@@ -1,32 +1,78 @@
-"""Snapshot files (DESIGN.md section 6): export, validate, load.
+"""Snapshot files (DESIGN.md section 6, format version 1): read, check, write.
 
 A snapshot holds resource providers (uuid, name, parent, inventories,
-traits) and the allocations on them. :func:`export` reads it from any
-Placement (read only); :func:`load_into` recreates it in an empty one
-(UUIDs preserved, parents first, all allocations in one
-``POST /allocations``).
+traits, aggregates) and the allocations of the consumers on them. This
+module owns the file: strict JSON reading, the schema, the rules Placement
+would enforce on load (checked here, before anything is written, with the
+file name and JSON path of each problem) and the canonical form both
+exporters write (:func:`document`), so the same state always gives the
+same bytes.
+
+Version 1 grew compatibly: ``aggregates`` on a provider and
+``consumer_generation`` on a consumer are optional (the latter written
+when not 1); ``consumer_type`` may be ``"unknown"``, what Placement
+reports (microversion 1.38+) for a consumer written without a type, and
+an untyped consumer is exported without the key, as servers older than
+1.38 report it.
 """
 
 import json
-import urllib.parse
+import re
 
 import jsonschema
+import os_resource_classes
+import os_traits
+from oslo_utils import uuidutils
 
 from nvlink_placement import errors
-from nvlink_placement.placement import naming
-from nvlink_placement.placement import state as state_mod
 
 FORMAT = 'nvlink-placement-snapshot'
 VERSION = 1
+
+#: What Placement reports as ``consumer_type`` for an untyped consumer.
+UNTYPED = 'unknown'
+#: The generation of a consumer created by one allocation write; a consumer
+#: without ``consumer_generation`` is loaded with it.
+FIRST_GENERATION = 1
+#: Placement's column limits (placement/db/constants.py MAX_INT, the
+#: single-precision float of ``allocation_ratio``).
+MAX_INT = 0x7FFFFFFF
+MAX_FLOAT = 3.40282e+38
+#: Inventory fields left out take Placement's defaults
+#: (placement/handlers/inventory.py).
+INVENTORY_DEFAULTS = {'reserved': 0, 'min_unit': 1, 'max_unit': MAX_INT,
+                      'step_size': 1, 'allocation_ratio': 1.0}
+#: Deepest provider chain accepted (root = depth 0). Placement has no hard
+#: limit, but real trees are shallow: Nova's compute node, NUMA node,
+#: PCI/PF and VF providers, plus two NVLink group levels, stay below 8.
+#: A chain of 32 or more is a generated or corrupted file; refusing it
+#: early keeps every tree walk (here and in Placement, which walks
+#: ancestors level by level on re-parenting) short.
+MAX_DEPTH = 32
+#: Problems listed before the rest are only counted.
+MAX_PROBLEMS = 25
+
+_NAME = r'^[A-Z0-9_]+$'              # placement/schemas/common.py
+_CUSTOM = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
+_CONSUMER = r'^[0-9a-fA-F-]{36}$'    # POST /allocations consumer keys
+_INT = {'type': 'integer', 'maximum': MAX_INT}
 
 _INVENTORY = {
     'type': 'object',
     'additionalProperties': False,
     'required': ['total'],
-    'properties': {k: {'type': 'integer'} for k in (
-        'total', 'reserved', 'min_unit', 'max_unit', 'step_size')} | {
-        'allocation_ratio': {'type': 'number'}},
+    'properties': {
+        'total': dict(_INT, minimum=1),
+        'reserved': dict(_INT, minimum=0),
+        'min_unit': dict(_INT, minimum=1),
+        'max_unit': dict(_INT, minimum=1),
+        'step_size': dict(_INT, minimum=1),
+        'allocation_ratio': {'type': 'number', 'minimum': 0,
+                             'maximum': MAX_FLOAT},
+    },
 }
+
+_NAMED = {'type': 'string', 'maxLength': 255, 'pattern': _NAME}
 
 SCHEMA = {
     'type': 'object',
@@ -40,211 +86,149 @@ SCHEMA = {
             'additionalProperties': False,
             'required': ['uuid', 'name'],
             'properties': {
-                'uuid': {'type': 'string', 'minLength': 1},
+                'uuid': {'type': 'string'},
                 'name': {'type': 'string', 'minLength': 1, 'maxLength': 200},
                 'parent_provider_uuid': {'type': ['string', 'null']},
                 'inventories': {'type': 'object',
+                                'propertyNames': _NAMED,
                                 'additionalProperties': _INVENTORY},
-                'traits': {'type': 'array', 'items': {'type': 'string'}},
+                'traits': {'type': 'array', 'uniqueItems': True,
+                           'items': _NAMED},
+                'aggregates': {'type': 'array', 'uniqueItems': True,
+                               'items': {'type': 'string'}},
             }}},
-        'allocations': {'type': 'object', 'additionalProperties': {
+        'allocations': {
             'type': 'object',
-            'additionalProperties': False,
-            'required': ['allocations', 'project_id', 'user_id'],
-            'properties': {
-                'project_id': {'type': 'string'},
-                'user_id': {'type': 'string'},
-                'consumer_type': {'type': 'string'},
-                'allocations': {'type': 'object', 'additionalProperties': {
-                    'type': 'object', 'required': ['resources'],
-                    'additionalProperties': False,
-                    'properties': {'resources': {
-                        'type': 'object',
-                        'additionalProperties': {'type': 'integer',
-                                                 'minimum': 1}}}}},
-            }}},
+            'propertyNames': {'pattern': _CONSUMER},
+            'additionalProperties': {
+                'type': 'object',
+                'additionalProperties': False,
+                'required': ['allocations', 'project_id', 'user_id'],
+                'properties': {
+                    'project_id': {'type': 'string', 'minLength': 1,
+                                   'maxLength': 255},
+                    'user_id': {'type': 'string', 'minLength': 1,
+                                'maxLength': 255},
+                    'consumer_type': {'anyOf': [{'const': UNTYPED},
+                                                _NAMED]},
+                    'consumer_generation': dict(_INT, minimum=0),
+                    'allocations': {
+                        'type': 'object', 'minProperties': 1,
+                        'additionalProperties': {
+                            'type': 'object', 'required': ['resources'],
+                            'additionalProperties': False,
+                            'properties': {'resources': {
+                                'type': 'object', 'minProperties': 1,
+                                'propertyNames': _NAMED,
+                                'additionalProperties': dict(
+                                    _INT, minimum=1)}}}},
+                }}},
     },
 }
+_PROVIDER = SCHEMA['properties']['resource_providers']['items']
+_PROVIDER_VALIDATOR = jsonschema.Draft202012Validator(_PROVIDER)
+# The document with each provider only checked to be an object: providers
+# are checked one distinct shape at a time (:func:`_schema_problems`).
+_OUTLINE = dict(SCHEMA, properties=dict(
+    SCHEMA['properties'],
+    resource_providers={'type': 'array', 'items': {'type': 'object'}}))
+_OUTLINE_VALIDATOR = jsonschema.Draft202012Validator(_OUTLINE)
+_IDENTITY = ('uuid', 'name', 'parent_provider_uuid')
 
-# Resource classes and traits that Placement always knows (os-traits and
-# os-resource-classes); anything else must be created before use.
-_CUSTOM = 'CUSTOM_'
+
+# -- reading ---------------------------------------------------------------
+
+class _Duplicates(dict):
+    """A JSON object that named some keys twice (``keys_twice``)."""
+
+    keys_twice = ()
 
 
-def read_file(path):
-    """Read and validate a snapshot file.
+def _no_constant(name):
+    raise ValueError('%s is not a JSON number' % name)
 
-    :returns: the snapshot dict.
-    :raises NvlinkError: naming the file and the JSON path of the problem.
+
+def _finite(text):
+    value = float(text)
+    if value in (float('inf'), float('-inf')):
+        raise ValueError('number %s is out of range' % text)
+    return value
+
+
+def loads(text, source='<snapshot>'):
+    """Parse snapshot JSON strictly; return the document (not yet checked).
+
+    Stricter than :func:`json.loads`: a key given twice in one object (a
+    consumer uuid listed twice would silently lose one), ``NaN``,
+    ``Infinity`` and numbers beyond a double are refused, and nesting too
+    deep for the parser is an error instead of a ``RecursionError``.
+
+    :raises NvlinkError: naming ``source`` and, for a repeated key, its
+        JSON path.
     """
+    twice = []
+
+    def pairs_hook(pairs):
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            seen = set()
+            result = _Duplicates(result)
+            result.keys_twice = sorted({k for k, _ in pairs
+                                        if k in seen or seen.add(k)})
+            twice.append(result)
+        return result
+
     try:
-        with open(path, encoding='utf-8') as f:
-            document = json.load(f)
-    except OSError as exc:
-        raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
+        document = json.loads(text, object_pairs_hook=pairs_hook,
+                              parse_constant=_no_constant,
+                              parse_float=_finite)
+    except RecursionError:
+        raise errors.NvlinkError('%s: not a snapshot: JSON nested too '
+                                 'deeply' % source)
     except ValueError as exc:
-        raise errors.NvlinkError('%s: not a JSON snapshot: %s' % (path, exc))
-    validate(document, path)
+        raise errors.NvlinkError('%s: not a JSON snapshot: %s'
+                                 % (source, exc))
+    if twice:
+        raise errors.NvlinkError('\n'.join(
+            '%s: %s: key %s is given twice' % (source, path, json.dumps(key))
+            for path, value in _walk(document)
+            if isinstance(value, _Duplicates) for key in value.keys_twice))
     return document
 
 
-def validate(document, source='<snapshot>'):
-    """Check schema and references (parents and allocation targets)."""
-    problems = []
-    validator = jsonschema.Draft202012Validator(SCHEMA)
-    for error in sorted(validator.iter_errors(document),
-                        key=lambda e: list(map(str, e.absolute_path))):
-        where = ''.join('[%s]' % json.dumps(p) if isinstance(p, str)
-                        else '[%d]' % p for p in error.absolute_path)
-        problems.append('%s: %s%s' % (source, where or '(top level)',
-                                      ': ' + error.message))
-    if not problems:
-        uuids = [rp['uuid'] for rp in document['resource_providers']]
-        names = [rp['name'] for rp in document['resource_providers']]
-        for what, values in (('uuid', uuids), ('name', names)):
-            dups = sorted({v for v in values if values.count(v) > 1})
-            if dups:
-                problems.append('%s: provider %s repeats: %s'
-                                % (source, what, ', '.join(dups)))
-        known = set(uuids)
-        for i, rp in enumerate(document['resource_providers']):
-            parent = rp.get('parent_provider_uuid')
-            if parent and parent not in known:
-                problems.append('%s: resource_providers[%d] (%s): parent %s '
-                                'is not in the snapshot'
-                                % (source, i, rp['name'], parent))
-        for consumer, alloc in document.get('allocations', {}).items():
-            for rp_uuid in alloc['allocations']:
-                if rp_uuid not in known:
-                    problems.append('%s: allocations[%s]: provider %s is not '
-                                    'in the snapshot'
-                                    % (source, json.dumps(consumer), rp_uuid))
-    if problems:
-        raise errors.NvlinkError('\n'.join(problems))
+def _walk(value):
+    """``(json path, value)`` of every object and array, without recursion."""
+    stack = [((), value)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            yield json_path(path), value
+            stack.extend((path + (k,), v) for k, v in value.items())
+        elif isinstance(value, list):
+            yield json_path(path), value
+            stack.extend((path + (i,), v) for i, v in enumerate(value))
 
 
-def _parents_first(providers):
-    by_uuid = {rp['uuid']: rp for rp in providers}
-    ordered, placed = [], set()
+def read_file(path):
+    """Read, parse and check a snapshot file.
 
-    def place(rp, path=()):
-        if rp['uuid'] in placed:
-            return
-        if rp['uuid'] in path:
-            raise errors.NvlinkError('snapshot: provider %s is its own '
-                                     'ancestor' % rp['name'])
-        parent = rp.get('parent_provider_uuid')
-        if parent:
-            place(by_uuid[parent], path + (rp['uuid'],))
-        placed.add(rp['uuid'])
-        ordered.append(rp)
-
-    for rp in providers:
-        place(rp)
-    return ordered
-
-
-def load_into(client, document):
-    """Recreate a validated snapshot in an empty Placement.
-
-    Requests: one PUT per custom trait and resource class; per provider one
-    POST, one PUT of its traits and one of its inventories (when it has
-    them); one ``POST /allocations`` for all consumers.
+    :returns: the snapshot dict.
+    :raises NvlinkError: naming the file and the JSON path of each problem.
     """
-    providers = _parents_first(document['resource_providers'])
-    classes = sorted({rc for rp in providers
-                      for rc in rp.get('inventories', {})
-                      if rc.startswith(_CUSTOM)})
-    traits = sorted({t for rp in providers for t in rp.get('traits', ())
-                     if t.startswith(_CUSTOM)})
-    for rc in classes:
-        client.request('PUT', '/resource_classes/%s' % rc, version='1.7',
-                       expect=(201, 204))
-    for trait in traits:
-        client.request('PUT', '/traits/%s' % trait, version='1.6',
-                       expect=(201, 204))
-    for rp in providers:
-        body = client.request('POST', '/resource_providers', version='1.20',
-                              body={'uuid': rp['uuid'], 'name': rp['name'],
-                                    'parent_provider_uuid':
-                                        rp.get('parent_provider_uuid')})
-        generation = body['generation']
-        if rp.get('traits'):
-            body = client.request(
-                'PUT', '/resource_providers/%s/traits' % rp['uuid'],
-                version='1.6',
-                body={'traits': sorted(rp['traits']),
-                      'resource_provider_generation': generation})
-            generation = body['resource_provider_generation']
-        if rp.get('inventories'):
-            client.request(
-                'PUT', '/resource_providers/%s/inventories' % rp['uuid'],
-                version='1.26',
-                body={'inventories': rp['inventories'],
-                      'resource_provider_generation': generation})
-    allocations = {}
-    for consumer, alloc in document.get('allocations', {}).items():
-        entry = {'allocations': alloc['allocations'],
-                 'project_id': alloc['project_id'],
-                 'user_id': alloc['user_id'],
-                 'consumer_generation': None}
-        if 'consumer_type' in alloc:
-            entry['consumer_type'] = alloc['consumer_type']
-        allocations[consumer] = entry
-    if allocations:
-        client.request('POST', '/allocations', body=allocations,
-                       version='1.38' if any(
-                           'consumer_type' in a for a in allocations.values())
-                       else '1.28', expect=(204,))
-
-
-def export(client, hosts=None):
-    """Read the trees of ``hosts`` (or of every tree with a PCI RP).
-
-    Read only. Allocations are kept for the exported providers only.
-
-    :param hosts: compute node names; each must be a root provider.
-    :returns: snapshot dict (parents before children).
-    :raises NvlinkError: for an unknown host.
-    """
-    current = state_mod.read(client, [naming.PCI_TRAIT])
-    roots = current.select_roots(hosts)
-    selected = [p for root in roots for p in current.tree(root)]
-    selected.sort(key=lambda p: (current.depth(p), p.name))
-    providers = []
-    consumers = {}
-    for p in selected:
-        inv = client.get('/resource_providers/%s/inventories' % p.uuid)
-        traits, _ = state_mod.provider_traits(client, p.uuid)
-        providers.append({
-            'uuid': p.uuid, 'name': p.name,
-            'parent_provider_uuid': p.parent_uuid,
-            'inventories': {rc: {k: v[k] for k in sorted(v)}
-                            for rc, v in sorted(inv['inventories'].items())},
-            'traits': sorted(traits)})
-        used = client.get('/resource_providers/%s/allocations' % p.uuid)
-        for consumer, alloc in used['allocations'].items():
-            consumers.setdefault(consumer, {})[p.uuid] = {
-                'resources': alloc['resources']}
-    allocations = {}
-    version = '1.38'   # consumer_type; older servers get 1.12
-    for consumer in sorted(consumers):
-        url = '/allocations/%s' % urllib.parse.quote(consumer)
-        try:
-            body = client.get(url, version=version)
-        except errors.PlacementError as exc:
-            if exc.status != 406:
-                raise
-            version = '1.12'
-            body = client.get(url, version=version)
-        entry = {'project_id': body.get('project_id'),
-                 'user_id': body.get('user_id'),
-                 'allocations': consumers[consumer]}
-        if body.get('consumer_type'):
-            entry['consumer_type'] = body['consumer_type']
-        allocations[consumer] = entry
-    return {'format': FORMAT, 'version': VERSION,
-            'resource_providers': providers, 'allocations': allocations}
+    try:
+        with open(path, 'rb') as f:
+            data = f.read()
+    except OSError as exc:
+        raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise errors.NvlinkError(
+            '%s: not UTF-8 text (byte 0x%02x at offset %d); a snapshot is '
+            'JSON in UTF-8' % (path, data[exc.start], exc.start))
+    document = loads(text, path)
+    validate(document, path)
+    return document
 
 
 def write_file(document, path):
@@ -255,3 +239,335 @@ def write_file(document, path):
             f.write('\n')
     except OSError as exc:
         raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
+
+
+# -- checking --------------------------------------------------------------
+
+def json_path(parts):
+    """A JSON path as messages show it.
+
+    ``('resource_providers', 12, 'inventories')`` ->
+    ``resource_providers[12].inventories``; keys that are not identifiers
+    are quoted: ``allocations["6f2c..."]``.
+    """
+    text = ''
+    for part in parts:
+        if isinstance(part, int):
+            text += '[%d]' % part
+        elif re.match(r'^[A-Za-z_][A-Za-z0-9_]*$', part):
+            text += ('.' if text else '') + part
+        else:
+            text += '[%s]' % json.dumps(part)
+    return text or '(top level)'
+
+
+def validate(document, source='<snapshot>'):
+    """Check a parsed snapshot against the schema and Placement's rules.
+
+    Everything Placement would refuse on load is found here, before any
+    write: names and uuids in Placement's forms, standard trait and
+    resource class names that exist (os-traits, os-resource-classes),
+    unique provider uuids and names, parents that exist, no parent cycle,
+    at most :data:`MAX_DEPTH` levels, allocations only on inventory the
+    provider has and never more than ``total * allocation_ratio``.
+
+    An allocation beyond ``(total - reserved) * allocation_ratio`` or
+    outside ``min_unit``/``max_unit``/``step_size`` is accepted: Placement
+    holds such states when an inventory changes after the allocation
+    (Nova sets ``reserved = total`` on an allocated one-time-use device;
+    this tool reserves unhealthy GPUs).
+
+    :raises NvlinkError: listing each problem as ``source: JSON path:
+        what is wrong``.
+    """
+    problems = _schema_problems(document) or _rules(document)
+    if problems:
+        lines = ['%s: %s: %s' % (source, json_path(where), what)
+                 for where, what in problems[:MAX_PROBLEMS]]
+        if len(problems) > MAX_PROBLEMS:
+            lines.append('%s: ... and %d more problems'
+                         % (source, len(problems) - MAX_PROBLEMS))
+        raise errors.NvlinkError('\n'.join(lines))
+
+
+def _schema_problems(document):
+    """:data:`SCHEMA` errors as ``(path, message)``, sorted by path.
+
+    Thousands of providers share a few shapes (every GPU of a model looks
+    the same but for uuid, name and parent), and jsonschema takes about
+    half a millisecond per provider: each distinct shape is checked once.
+    """
+    problems = [(tuple(e.absolute_path), e.message)
+                for e in _OUTLINE_VALIDATOR.iter_errors(document)]
+    if problems:
+        return sorted(problems, key=lambda p: [str(x) for x in p[0]])
+    valid = set()
+    for i, rp in enumerate(document['resource_providers']):
+        name = rp.get('name')
+        parent = rp.get('parent_provider_uuid')
+        shape = (tuple(sorted(rp)), isinstance(rp.get('uuid'), str),
+                 isinstance(name, str) and 0 < len(name) <= 200,
+                 parent is None or isinstance(parent, str),
+                 json.dumps({k: v for k, v in rp.items()
+                             if k not in _IDENTITY}, sort_keys=True))
+        if shape in valid:
+            continue
+        found = [(('resource_providers', i) + tuple(e.absolute_path),
+                  e.message) for e in _PROVIDER_VALIDATOR.iter_errors(rp)]
+        if found:
+            problems.extend(sorted(found,
+                                   key=lambda p: [str(x) for x in p[0]]))
+        else:
+            valid.add(shape)
+    return problems
+
+
+_STANDARD_TRAITS = None
+
+
+def _standard_name_problem(name, standard, what):
+    if name in standard:
+        return None
+    if name.startswith('CUSTOM_'):
+        return None if _CUSTOM.match(name) else (
+            'bad custom %s name %r (CUSTOM_ and then A-Z, 0-9, _)'
+            % (what, name))
+    return ('unknown standard %s %r (custom ones start with CUSTOM_)'
+            % (what, name))
+
+
+def _rules(document):
+    """Placement's rules beyond the schema: list of ``(path, message)``."""
+    global _STANDARD_TRAITS
+    if _STANDARD_TRAITS is None:
+        _STANDARD_TRAITS = frozenset(os_traits.get_traits())
+    classes = frozenset(os_resource_classes.STANDARDS)
+    problems = []
+    providers = document['resource_providers']
+    by_uuid = {}
+    names = {}
+    for i, rp in enumerate(providers):
+        where = ('resource_providers', i)
+        for key in ('uuid', 'parent_provider_uuid'):
+            value = rp.get(key)
+            if value is not None and not uuidutils.is_uuid_like(value):
+                problems.append((where + (key,), '%r is not a uuid'
+                                 % value))
+        if rp['uuid'] in by_uuid:
+            problems.append((where + ('uuid',), 'uuid %s is also '
+                             'resource_providers[%d]'
+                             % (rp['uuid'], by_uuid[rp['uuid']])))
+        by_uuid.setdefault(rp['uuid'], i)
+        if rp['name'] in names:
+            problems.append((where + ('name',), 'name %r is also '
+                             'resource_providers[%d] (names are unique in '
+                             'Placement)' % (rp['name'], names[rp['name']])))
+        names.setdefault(rp['name'], i)
+        for rc in rp.get('inventories', {}):
+            problem = _standard_name_problem(rc, classes, 'resource class')
+            if problem:
+                problems.append((where + ('inventories', rc), problem))
+        for j, trait in enumerate(rp.get('traits', ())):
+            problem = _standard_name_problem(trait, _STANDARD_TRAITS,
+                                             'trait')
+            if problem:
+                problems.append((where + ('traits', j), problem))
+        for j, aggregate in enumerate(rp.get('aggregates', ())):
+            if not uuidutils.is_uuid_like(aggregate):
+                problems.append((where + ('aggregates', j),
+                                 '%r is not a uuid' % aggregate))
+        for rc, inv in rp.get('inventories', {}).items():
+            inv = dict(INVENTORY_DEFAULTS, **inv)
+            if inv['reserved'] > inv['total']:
+                problems.append((where + ('inventories', rc, 'reserved'),
+                                 'reserved %d is more than total %d'
+                                 % (inv['reserved'], inv['total'])))
+    problems.extend(_tree_problems(providers, by_uuid))
+    problems.extend(_allocation_problems(document.get('allocations', {}),
+                                         providers, by_uuid))
+    return problems
+
+
+def depths(parent_of):
+    """Depth of every provider (root = 0), walking parents without recursion.
+
+    :param parent_of: dict uuid -> parent uuid or None.
+    :returns: ``(depth, broken)``: dict uuid -> depth for every provider
+        whose chain reaches a root; dict uuid -> ``('cycle', [uuids])`` or
+        ``('missing', parent uuid)`` for the first provider of each broken
+        chain found (the others of that chain get no depth).
+    """
+    depth = {}
+    broken = {}
+    done = set()
+    for start in parent_of:
+        chain = []
+        on_chain = set()
+        uuid = start
+        while uuid is not None and uuid not in done:
+            if uuid in on_chain:
+                broken[start] = ('cycle', chain[chain.index(uuid):] + [uuid])
+                break
+            if uuid not in parent_of:
+                broken[chain[-1]] = ('missing', uuid)
+                break
+            chain.append(uuid)
+            on_chain.add(uuid)
+            uuid = parent_of[uuid]
+        else:
+            if uuid is None or uuid in depth:
+                base = -1 if uuid is None else depth[uuid]
+                for offset, u in enumerate(reversed(chain)):
+                    depth[u] = base + 1 + offset
+        done.update(chain)
+    return depth, broken
+
+
+def _tree_problems(providers, by_uuid):
+    """Missing parents, cycles and chains deeper than :data:`MAX_DEPTH`."""
+    parent_of = {rp['uuid']: rp.get('parent_provider_uuid')
+                 for rp in providers}
+    depth, broken = depths(parent_of)
+    problems = []
+    for uuid, (kind, detail) in broken.items():
+        where = ('resource_providers', by_uuid[uuid], 'parent_provider_uuid')
+        if kind == 'missing':
+            problems.append((where, 'parent %s of %r is not in the snapshot'
+                             % (detail, providers[by_uuid[uuid]]['name'])))
+        else:
+            problems.append((where, 'parent cycle: %s' % ' -> '.join(
+                providers[by_uuid[u]]['name'] for u in detail)))
+    deepest = max(depth.values(), default=0)
+    for uuid, level in depth.items():
+        if level == MAX_DEPTH + 1:
+            problems.append((
+                ('resource_providers', by_uuid[uuid]),
+                'provider %r is %d levels below its root (at most %d are '
+                'accepted; this chain goes %d deep)'
+                % (providers[by_uuid[uuid]]['name'], level, MAX_DEPTH,
+                   deepest)))
+    return sorted(problems)
+
+
+def _allocation_problems(allocations, providers, by_uuid):
+    problems = []
+    used = {}
+    users = {}
+    for consumer, alloc in allocations.items():
+        for rp_uuid, entry in alloc['allocations'].items():
+            where = ('allocations', consumer, 'allocations', rp_uuid)
+            if rp_uuid not in by_uuid:
+                problems.append((where, 'provider %s is not in the snapshot'
+                                 % rp_uuid))
+                continue
+            rp = providers[by_uuid[rp_uuid]]
+            for rc, amount in entry['resources'].items():
+                if rc not in rp.get('inventories', {}):
+                    problems.append((where + ('resources', rc),
+                                     'provider %r has no %s inventory'
+                                     % (rp['name'], rc)))
+                    continue
+                used[(rp_uuid, rc)] = used.get((rp_uuid, rc), 0) + amount
+                users.setdefault((rp_uuid, rc), []).append(consumer)
+    for (rp_uuid, rc), amount in used.items():
+        rp = providers[by_uuid[rp_uuid]]
+        inv = dict(INVENTORY_DEFAULTS, **rp['inventories'][rc])
+        if amount > inv['total'] * inv['allocation_ratio']:
+            consumers = users[(rp_uuid, rc)]
+            problems.append((
+                ('allocations', consumers[-1], 'allocations', rp_uuid,
+                 'resources', rc),
+                'over capacity: %d %s allocated on %r (by %s) but its '
+                'inventory holds total %d x allocation_ratio %s'
+                % (amount, rc, rp['name'], ', '.join(consumers),
+                   inv['total'], inv['allocation_ratio'])))
+    return problems
+
+
+def strained(document):
+    """Inventories that Placement would not accept allocations against now.
+
+    ``{(rp uuid, resource class)}`` where the allocations exceed
+    ``(total - reserved) * allocation_ratio`` or break ``min_unit``,
+    ``max_unit`` or ``step_size``: states a live Placement reaches when an
+    inventory changes after the allocation. Loading through the API writes
+    these inventories relaxed first and the real values after the
+    allocations.
+    """
+    inventories = {rp['uuid']: rp.get('inventories', {})
+                   for rp in document['resource_providers']}
+    used = {}
+    found = set()
+    for alloc in document.get('allocations', {}).values():
+        for rp_uuid, entry in alloc['allocations'].items():
+            for rc, amount in entry['resources'].items():
+                inv = dict(INVENTORY_DEFAULTS, **inventories[rp_uuid][rc])
+                used[(rp_uuid, rc)] = used.get((rp_uuid, rc), 0) + amount
+                if (amount < inv['min_unit'] or amount > inv['max_unit'] or
+                        amount % inv['step_size']):
+                    found.add((rp_uuid, rc))
+    for (rp_uuid, rc), amount in used.items():
+        inv = dict(INVENTORY_DEFAULTS, **inventories[rp_uuid][rc])
+        if amount > (inv['total'] - inv['reserved']) * inv[
+                'allocation_ratio']:
+            found.add((rp_uuid, rc))
+    return found
+
+
+# -- the canonical form ----------------------------------------------------
+
+def provider_entry(uuid, name, parent_uuid, inventories, traits,
+                   aggregates=()):
+    """One provider as exported: every inventory field, sorted lists.
+
+    :param inventories: ``{rc: {field: value}}`` with the six fields.
+    """
+    entry = {'uuid': uuid, 'name': name, 'parent_provider_uuid': parent_uuid,
+             'inventories': {rc: {k: inv[k] for k in sorted(inv)}
+                             for rc, inv in sorted(inventories.items())},
+             'traits': sorted(traits)}
+    if aggregates:
+        entry['aggregates'] = sorted(aggregates)
+    return entry
+
+
+def consumer_entry(project_id, user_id, allocations, generation=None,
+                   consumer_type=None):
+    """One consumer as exported.
+
+    Defaults are left out, as for older files: an untyped consumer has no
+    ``consumer_type``, a consumer at generation 1 (written once, which is
+    what loading gives one without the key) no ``consumer_generation``.
+
+    :param allocations: ``{rp uuid: {rc: amount}}``.
+    """
+    entry = {'project_id': project_id, 'user_id': user_id,
+             'allocations': {rp: {'resources': dict(sorted(res.items()))}
+                             for rp, res in sorted(allocations.items())}}
+    if generation not in (None, FIRST_GENERATION):
+        entry['consumer_generation'] = generation
+    if consumer_type and consumer_type != UNTYPED:
+        entry['consumer_type'] = consumer_type
+    return entry
+
+
+def document(providers, consumers):
+    """The snapshot dict: providers parents first (by depth, then name).
+
+    :param providers: list of :func:`provider_entry` dicts (a tree:
+        parents present, no cycle).
+    :param consumers: dict consumer uuid -> :func:`consumer_entry` dict.
+    """
+    depth, _ = depths({p['uuid']: p['parent_provider_uuid']
+                       for p in providers})
+    return {'format': FORMAT, 'version': VERSION,
+            'resource_providers': sorted(
+                providers, key=lambda p: (depth[p['uuid']], p['name'])),
+            'allocations': dict(sorted(consumers.items()))}
+
+
+def parents_first(providers):
+    """Providers of a validated document, each parent before its children."""
+    depth, _ = depths({p['uuid']: p.get('parent_provider_uuid')
+                       for p in providers})
+    return sorted(providers, key=lambda p: depth[p['uuid']])

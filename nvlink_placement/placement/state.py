@@ -51,13 +51,15 @@ class State(object):
         #: by :func:`load_allocations` (only for GPUs in use).
         self.allocations = {}
         self.children = {}
+        self._trees = {}
         for p in self.by_uuid.values():
             if p.parent_uuid:
                 self.children.setdefault(p.parent_uuid, []).append(p)
+            self._trees.setdefault(p.root_uuid, []).append(p)
 
     def tree(self, root_uuid):
         """All providers whose root is ``root_uuid``."""
-        return [p for p in self.by_uuid.values() if p.root_uuid == root_uuid]
+        return list(self._trees.get(root_uuid, ()))
 
     def roots_with(self, trait):
         """UUIDs of the roots whose tree holds an RP with ``trait``.

@@ -3,6 +3,7 @@
 import dataclasses
 
 from nvlink_placement.placement import naming
+from nvlink_placement.placement import reads
 
 FREE = 'free'
 USED = 'used'
@@ -34,26 +35,28 @@ class GpuUse:
         return FREE
 
 
-def read(client, state, root_uuids):
+def read(client, state, root_uuids, workers=1):
     """Usage of every PCI RP in the trees of ``root_uuids``.
 
-    Costs two GETs per PCI RP (inventories and usages): Placement has no
-    bulk usage listing per provider.
+    Requests: one GET of inventories per PCI RP (Placement has no bulk
+    read), the listings of :func:`nvlink_placement.placement.reads.unused`
+    that prove most GPUs have nothing allocated, and one GET of usages for
+    each of the others; ``workers`` in flight at once.
 
     :returns: dict RP uuid -> :class:`GpuUse`.
     """
-    result = {}
-    for root in root_uuids:
-        for rp in state.tree(root):
-            if naming.PCI_TRAIT not in rp.traits:
-                continue
-            inv = client.get('/resource_providers/%s/inventories'
-                             % rp.uuid)['inventories']
-            used = client.get('/resource_providers/%s/usages'
-                              % rp.uuid)['usages']
-            result[rp.uuid] = GpuUse(
-                total=sum(i['total'] for i in inv.values()),
-                reserved=sum(min(i['reserved'], i['total'])
-                             for i in inv.values()),
-                used=sum(used.values()))
-    return result
+    gpus = [rp.uuid for root in root_uuids for rp in state.tree(root)
+            if naming.PCI_TRAIT in rp.traits]
+    inventories = dict(zip(gpus, reads.parallel(
+        lambda uuid: client.get('/resource_providers/%s/inventories'
+                                % uuid)['inventories'], gpus, workers)))
+    free = reads.unused(client, inventories, reads.listing_cost(state))
+    busy = [uuid for uuid in gpus if uuid not in free]
+    usages = dict(zip(busy, reads.parallel(
+        lambda uuid: client.get('/resource_providers/%s/usages'
+                                % uuid)['usages'], busy, workers)))
+    return {uuid: GpuUse(
+        total=sum(i['total'] for i in inv.values()),
+        reserved=sum(min(i['reserved'], i['total']) for i in inv.values()),
+        used=sum(usages.get(uuid, {}).values()))
+        for uuid, inv in inventories.items()}

@@ -8,7 +8,6 @@ import fixtures
 from oslotest import base
 
 from nvlink_placement.placement import embedded
-from nvlink_placement.placement import snapshot
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
 from nvlink_placement.topology import loader
@@ -22,19 +21,29 @@ H100_SNAPSHOT = os.path.join(EXAMPLES, 'hgx-h100-snapshot.json')
 
 
 class PlacementFixture(fixtures.Fixture):
-    """A fresh embedded Placement; ``client`` is a PlacementClient."""
+    """A fresh embedded Placement.
+
+    ``placement`` is the :class:`EmbeddedPlacement` (bulk ``load`` and
+    ``export``), ``client`` its PlacementClient.
+    """
+
+    def __init__(self, document=None):
+        super().__init__()
+        self.document = document
 
     def _setUp(self):
-        self._placement = embedded.EmbeddedPlacement()
-        self.client = self._placement.__enter__()
-        self.addCleanup(self._placement.__exit__, None, None, None)
+        self.placement = embedded.EmbeddedPlacement(self.document)
+        self.client = self.placement.__enter__()
+        self.addCleanup(self.placement.__exit__, None, None, None)
 
 
 class PlacementTestCase(base.BaseTestCase):
 
     def setUp(self):
         super().setUp()
-        self.client = self.useFixture(PlacementFixture()).client
+        fixture = self.useFixture(PlacementFixture())
+        self.placement = fixture.placement
+        self.client = fixture.client
 
     def write_file(self, name, text):
         """Write ``text`` into a temp dir; return the path."""
@@ -46,11 +55,17 @@ class PlacementTestCase(base.BaseTestCase):
 
     def seed_example(self):
         """The two H100 hosts of the example, as Nova reports them."""
-        self.names = {}
-        self.names.update(novalike.seed_host(self.client, 'compute-01',
-                                             novalike.BOARD1))
-        self.names.update(novalike.seed_host(self.client, 'compute-02',
-                                             novalike.BOARD2))
+        self.names = self.seed_hosts({'compute-01': novalike.BOARD1,
+                                      'compute-02': novalike.BOARD2})
+
+    def seed_hosts(self, hosts, **kwargs):
+        """Bulk-load Nova-like trees (:func:`novalike.document`).
+
+        :returns: dict RP name -> uuid.
+        """
+        document = novalike.document(hosts, **kwargs)
+        self.placement.load(document)
+        return novalike.names_in(document)
 
     def reshape(self, topology_path=H100_TOPOLOGY, hosts=(), apply=True):
         topology = loader.load(topology_path)
@@ -59,7 +74,7 @@ class PlacementTestCase(base.BaseTestCase):
 
     def dump(self):
         """The whole Placement state as canonical JSON text."""
-        return json.dumps(snapshot.export(self.client), sort_keys=True)
+        return json.dumps(self.placement.export(), sort_keys=True)
 
     def candidates(self, **query):
         """GET /allocation_candidates at 1.36; returns the body."""

@@ -10,6 +10,9 @@ from nvlink_placement.placement import snapshot
 from tests.functional import base as fbase
 from tests.functional import cli
 
+UUID1 = '11111111-1111-4111-8111-111111111111'
+UUID9 = '99999999-9999-4999-8999-999999999999'
+
 
 class TestTopologyCommands(base.BaseTestCase):
 
@@ -124,13 +127,14 @@ class TestReshapeCommands(base.BaseTestCase):
         with open(path, 'w') as f:
             json.dump({'format': 'nvlink-placement-snapshot', 'version': 1,
                        'resource_providers': [
-                           {'uuid': 'u1', 'name': 'a',
-                            'parent_provider_uuid': 'u9'}]}, f)
+                           {'uuid': UUID1, 'name': 'a',
+                            'parent_provider_uuid': UUID9}]}, f)
         result = cli.run(self, 'nvlink', 'check', '--topology',
                          fbase.H100_TOPOLOGY, '--snapshot', path)
         self.assertEqual(1, result.code)
-        self.assertIn('%s: resource_providers[0] (a): parent u9 is not in '
-                      'the snapshot' % path, result.stderr)
+        self.assertIn("%s: resource_providers[0].parent_provider_uuid: "
+                      "parent %s of 'a' is not in the snapshot"
+                      % (path, UUID9), result.stderr)
 
     def test_plan_error_lists_problems(self):
         topo = os.path.join(self.tmp, 't.yaml')

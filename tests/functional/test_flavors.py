@@ -345,7 +345,7 @@ class TestCli(oslo_base.BaseTestCase):
         with mock.patch.object(novalike, 'NODE_TRAITS', NOVA34_NODE_TRAITS), \
                 embedded.EmbeddedPlacement() as client:
             seed_all(client)
-            snapshot.write_file(snapshot.export(client), cls.snapshot)
+            snapshot.write_file(client.placement.export(), cls.snapshot)
 
     @classmethod
     def tearDownClass(cls):

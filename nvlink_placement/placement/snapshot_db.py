@@ -1,0 +1,337 @@
+"""Snapshots straight on Placement's own tables: bulk load and export.
+
+Loading a snapshot through the REST API costs a request per provider,
+trait set, inventory and consumer (tens of milliseconds each in process);
+a 1000-host cloud took minutes. Here the same state is written with a
+handful of multi-row ``INSERT`` statements on the tables of
+``openstack-placement`` (``placement/db/sqlalchemy/models.py``), and read
+back with a handful of ``SELECT`` statements in the exact form of the API
+export (:mod:`nvlink_placement.placement.snapshot`). The result is a real
+Placement database: every command then talks to it through the API.
+
+Placement's rules are kept by checking the document first
+(:func:`nvlink_placement.placement.snapshot.validate`) and by writing rows
+the way Placement's own code does: standard resource classes get their
+os-resource-classes index as id and custom ones ids from 10000
+(``placement/objects/resource_class.py``), every provider gets its
+``root_provider_id``, every allocation a consumer row with project and user
+(alembic revisions 611cd6dffd7b and b5c396305c25), an untyped consumer a
+NULL ``consumer_type_id`` (which the API reports as ``unknown``).
+
+Only SQLite is written (ids are given explicitly, which SQLite's rowid
+allocation follows and server databases' sequences would not), and only at
+a schema revision listed in :data:`KNOWN_REVISIONS`; :func:`unsupported`
+says why not otherwise, and callers fall back to the API.
+"""
+
+import datetime
+import os
+
+import sqlalchemy as sa
+
+from nvlink_placement import errors
+from nvlink_placement.placement import naming
+from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import state as state_mod
+
+#: Placement's alembic revisions, oldest first
+#: (placement/db/sqlalchemy/alembic/versions, openstack-placement 16.0.0).
+HISTORY = ('b4ed3a175331', '611cd6dffd7b', 'b5c396305c25', '422ece571366',
+           'a082b8bb98d0')
+#: Revisions whose tables this module writes: consumer_types exists from
+#: 422ece571366; a082b8bb98d0 only dropped redundant indexes.
+KNOWN_REVISIONS = frozenset(HISTORY[3:])
+#: First id Placement gives a custom resource class.
+MIN_CUSTOM_RC_ID = 10000
+
+
+def _models():
+    from placement.db.sqlalchemy import models
+    return models
+
+
+def installed_revision():
+    """Head revision of the installed openstack-placement's migrations.
+
+    What a schema created from its models (``create_schema``, as
+    :class:`EmbeddedPlacement` does) corresponds to; None when a migration
+    file is not in :data:`HISTORY` (a newer Placement).
+    """
+    from placement.db.sqlalchemy import migration
+    versions = os.path.join(os.path.dirname(migration.__file__), 'alembic',
+                            'versions')
+    found = {name.split('_')[0] for name in os.listdir(versions)
+             if name.endswith('.py') and not name.startswith('_')}
+    if found - set(HISTORY):
+        return None
+    return [rev for rev in HISTORY if rev in found][-1]
+
+
+def revision(engine):
+    """Schema revision of the database behind ``engine``.
+
+    Its ``alembic_version`` row, or the installed package's head for a
+    schema created from the models.
+    """
+    if sa.inspect(engine).has_table('alembic_version'):
+        with engine.connect() as conn:
+            return conn.execute(sa.text(
+                'SELECT version_num FROM alembic_version')).scalar()
+    return installed_revision()
+
+
+def unsupported(engine):
+    """Why the tables of ``engine`` cannot be written here, or None."""
+    if engine.dialect.name != 'sqlite':
+        return ('bulk loading writes SQLite only, not %s'
+                % engine.dialect.name)
+    found = revision(engine)
+    if found not in KNOWN_REVISIONS:
+        return ('Placement database schema revision %s is not one this '
+                'version of nvlink-placement knows (%s)'
+                % (found or 'unknown', ', '.join(sorted(KNOWN_REVISIONS))))
+    return None
+
+
+# -- load ------------------------------------------------------------------
+
+def load(engine, document):
+    """Write a validated snapshot into Placement's tables, in one transaction.
+
+    The database may already hold other providers and consumers, but none
+    of the document's provider uuids or names nor consumer uuids.
+
+    :param engine: SQLAlchemy engine of a Placement database for which
+        :func:`unsupported` is None.
+    :param document: snapshot dict checked by :func:`snapshot.validate`.
+    :returns: dict of rows written per table.
+    :raises NvlinkError: a provider or consumer exists already.
+    """
+    reason = unsupported(engine)
+    if reason:
+        raise errors.NvlinkError(reason)
+    m = _models()
+    providers = snapshot.parents_first(document['resource_providers'])
+    consumers = document.get('allocations', {})
+    with engine.begin() as conn:
+        insert = _Writer(conn)
+        _refuse_existing(conn, m, providers, consumers)
+        rc_ids = _resource_classes(conn, m, {
+            rc for rp in providers for rc in rp.get('inventories', {})},
+            insert)
+        trait_ids = _named_ids(conn, m.Trait, {
+            t for rp in providers for t in rp.get('traits', ())}, insert)
+        next_id = (conn.execute(sa.select(sa.func.max(
+            m.ResourceProvider.id))).scalar() or 0) + 1
+        rp_ids = {rp['uuid']: next_id + i for i, rp in enumerate(providers)}
+        roots = {}
+        rp_rows = []
+        for rp in providers:
+            parent = rp.get('parent_provider_uuid')
+            roots[rp['uuid']] = roots[parent] if parent else rp_ids[rp['uuid']]
+            rp_rows.append({'id': rp_ids[rp['uuid']], 'uuid': rp['uuid'],
+                            'name': rp['name'], 'generation': 0,
+                            'parent_provider_id': rp_ids.get(parent),
+                            'root_provider_id': roots[rp['uuid']]})
+        insert(m.ResourceProvider, rp_rows)
+        insert(m.Inventory, [
+            dict(snapshot.INVENTORY_DEFAULTS, **inv,
+                 resource_provider_id=rp_ids[rp['uuid']],
+                 resource_class_id=rc_ids[rc])
+            for rp in providers
+            for rc, inv in rp.get('inventories', {}).items()])
+        insert(m.ResourceProviderTrait, [
+            {'resource_provider_id': rp_ids[rp['uuid']],
+             'trait_id': trait_ids[t]}
+            for rp in providers for t in rp.get('traits', ())])
+        aggregate_ids = _uuid_ids(conn, m.PlacementAggregate, {
+            a for rp in providers for a in rp.get('aggregates', ())}, insert)
+        insert(m.ResourceProviderAggregate, [
+            {'resource_provider_id': rp_ids[rp['uuid']],
+             'aggregate_id': aggregate_ids[a]}
+            for rp in providers for a in rp.get('aggregates', ())])
+        _load_consumers(conn, m, consumers, rp_ids, rc_ids, insert)
+    return insert.rows
+
+
+class _Writer(object):
+    """Multi-row INSERTs on one connection; ``rows`` counts per table."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.rows = {}
+        self.now = datetime.datetime.now(
+            datetime.timezone.utc).replace(tzinfo=None)
+
+    def __call__(self, model, values):
+        for row in values:
+            row.setdefault('created_at', self.now)
+        if values:
+            self.conn.execute(sa.insert(model.__table__), values)
+        table = model.__tablename__
+        self.rows[table] = self.rows.get(table, 0) + len(values)
+
+
+def _load_consumers(conn, m, consumers, rp_ids, rc_ids, insert):
+    projects = _external_ids(conn, m.Project, {
+        c['project_id'] for c in consumers.values()}, insert)
+    users = _external_ids(conn, m.User, {
+        c['user_id'] for c in consumers.values()}, insert)
+    types = _named_ids(conn, m.ConsumerType, {
+        c['consumer_type'] for c in consumers.values()
+        if c.get('consumer_type', snapshot.UNTYPED) != snapshot.UNTYPED},
+        insert)
+    insert(m.Consumer, [
+        {'uuid': uuid, 'project_id': projects[c['project_id']],
+         'user_id': users[c['user_id']],
+         'generation': c.get('consumer_generation',
+                             snapshot.FIRST_GENERATION),
+         'consumer_type_id': types.get(c.get('consumer_type'))}
+        for uuid, c in consumers.items()])
+    insert(m.Allocation, [
+        {'consumer_id': uuid, 'resource_provider_id': rp_ids[rp_uuid],
+         'resource_class_id': rc_ids[rc], 'used': used}
+        for uuid, c in consumers.items()
+        for rp_uuid, entry in c['allocations'].items()
+        for rc, used in entry['resources'].items()])
+
+
+def _refuse_existing(conn, m, providers, consumers):
+    rp = m.ResourceProvider
+    taken = conn.execute(sa.select(rp.uuid, rp.name)).all()
+    uuids = {u for u, _ in taken}
+    names = {n for _, n in taken}
+    clash = ['provider %s (%s)' % (p['uuid'], p['name']) for p in providers
+             if p['uuid'] in uuids or p['name'] in names]
+    existing = set(conn.execute(sa.select(m.Consumer.uuid)).scalars())
+    clash += ['consumer %s' % c for c in sorted(set(consumers) & existing)]
+    if clash:
+        raise errors.NvlinkError(
+            'cannot load the snapshot: Placement already has %s%s'
+            % (', '.join(clash[:5]),
+               ' and %d more' % (len(clash) - 5) if len(clash) > 5 else ''))
+
+
+def _resource_classes(conn, m, names, insert):
+    """Ids of resource classes ``names``, creating the missing ones."""
+    import os_resource_classes
+    table = m.ResourceClass
+    ids = dict(conn.execute(sa.select(table.name, table.id)).all())
+    next_id = max([MIN_CUSTOM_RC_ID - 1] + list(ids.values())) + 1
+    new = []
+    for name in sorted(names - set(ids)):
+        if name in os_resource_classes.STANDARDS:
+            ids[name] = os_resource_classes.STANDARDS.index(name)
+        else:
+            ids[name] = next_id
+            next_id += 1
+        new.append({'id': ids[name], 'name': name})
+    insert(table, new)
+    return ids
+
+
+def _named_ids(conn, model, names, insert, column='name'):
+    """Ids of rows of ``model`` by ``column``, inserting the missing ones."""
+    col = getattr(model, column)
+    missing = names - set(conn.execute(sa.select(col)).scalars())
+    insert(model, [{column: n} for n in sorted(missing)])
+    return dict(conn.execute(sa.select(col, model.id)).all())
+
+
+def _external_ids(conn, model, names, insert):
+    return _named_ids(conn, model, names, insert, column='external_id')
+
+
+def _uuid_ids(conn, model, names, insert):
+    return _named_ids(conn, model, names, insert, column='uuid')
+
+
+# -- export ----------------------------------------------------------------
+
+def export(engine, hosts=None):
+    """Read the snapshot of ``hosts`` (or every tree with a Nova PCI RP).
+
+    The same document, byte for byte, as the export through the API
+    (:func:`nvlink_placement.placement.snapshot_api.export`), in a handful
+    of ``SELECT`` statements.
+
+    :raises NvlinkError: for a host that is not a root provider.
+    """
+    m = _models()
+    rp, rpt, trait = m.ResourceProvider, m.ResourceProviderTrait, m.Trait
+    with engine.connect() as conn:
+        listed = conn.execute(sa.select(
+            rp.id, rp.uuid, rp.name, rp.parent_provider_id,
+            rp.root_provider_id, rp.generation)).all()
+        uuid_of = {row.id: row.uuid for row in listed}
+        traits = {}
+        for rp_id, name in conn.execute(
+                sa.select(rpt.resource_provider_id, trait.name).join(
+                    trait, trait.id == rpt.trait_id)):
+            traits.setdefault(rp_id, []).append(name)
+        current = state_mod.State([state_mod.Provider(
+            uuid=row.uuid, name=row.name,
+            parent_uuid=uuid_of.get(row.parent_provider_id),
+            root_uuid=uuid_of[row.root_provider_id],
+            generation=row.generation,
+            traits={naming.PCI_TRAIT} & set(traits.get(row.id, ())))
+            for row in listed], [naming.PCI_TRAIT])
+        roots = set(current.select_roots(hosts))
+        selected = {row.id: row for row in listed
+                    if uuid_of[row.root_provider_id] in roots}
+        inventories = _inventories(conn, m, selected)
+        aggregates = {}
+        for rp_id, uuid in conn.execute(sa.select(
+                m.ResourceProviderAggregate.resource_provider_id,
+                m.PlacementAggregate.uuid).join(
+                m.PlacementAggregate, m.PlacementAggregate.id ==
+                m.ResourceProviderAggregate.aggregate_id)):
+            aggregates.setdefault(rp_id, []).append(uuid)
+        consumers = _consumers(conn, m, selected, uuid_of)
+    # Aggregates of root providers only, as the API export reads them.
+    providers = [snapshot.provider_entry(
+        row.uuid, row.name, uuid_of.get(row.parent_provider_id),
+        inventories.get(rp_id, {}), traits.get(rp_id, ()),
+        aggregates.get(rp_id, ()) if row.parent_provider_id is None else ())
+        for rp_id, row in selected.items()]
+    return snapshot.document(providers, consumers)
+
+
+def _inventories(conn, m, selected):
+    inv, rc = m.Inventory, m.ResourceClass
+    fields = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
+              'allocation_ratio')
+    result = {}
+    for row in conn.execute(sa.select(
+            inv.resource_provider_id, rc.name,
+            *(getattr(inv, f) for f in fields)).join(
+            rc, rc.id == inv.resource_class_id)):
+        if row[0] in selected:
+            result.setdefault(row[0], {})[row[1]] = dict(zip(fields,
+                                                             row[2:]))
+    return result
+
+
+def _consumers(conn, m, selected, uuid_of):
+    a, c = m.Allocation, m.Consumer
+    query = sa.select(
+        a.consumer_id, a.resource_provider_id, m.ResourceClass.name, a.used,
+        m.Project.external_id, m.User.external_id, c.generation,
+        m.ConsumerType.name).join(
+        c, c.uuid == a.consumer_id).join(
+        m.ResourceClass, m.ResourceClass.id == a.resource_class_id).join(
+        m.Project, m.Project.id == c.project_id).join(
+        m.User, m.User.id == c.user_id).outerjoin(
+        m.ConsumerType, m.ConsumerType.id == c.consumer_type_id)
+    found = {}
+    for (consumer, rp_id, rc, used, project, user, generation,
+         ctype) in conn.execute(query):
+        if rp_id not in selected:
+            continue
+        entry = found.setdefault(consumer, (project, user, generation,
+                                            ctype, {}))
+        entry[4].setdefault(uuid_of[rp_id], {})[rc] = used
+    return {consumer: snapshot.consumer_entry(
+        project, user, allocations, generation, ctype)
+        for consumer, (project, user, generation, ctype, allocations)
+        in found.items()}
