@@ -25,7 +25,7 @@ import yaml
 
 from nvlink_placement.flavors import novaconfig
 from nvlink_placement.placement import client as pc
-from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_api
 from nvlink_placement.topology import loader
 from tests.functional import cli
 from tests import novalike
@@ -121,7 +121,7 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
 
     def state(self):
         """The exported trees, as canonical JSON text."""
-        return json.dumps(snapshot.export(self.client()), sort_keys=True)
+        return json.dumps(snapshot_api.export(self.client()), sort_keys=True)
 
     def providers(self):
         """dict RP name -> (uuid, parent name)."""

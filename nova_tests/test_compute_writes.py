@@ -22,6 +22,7 @@ import os
 
 from nova_tests import base
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_api
 from tests.functional import base as functional_base
 
 HARDWARE = ('total', 'max_unit')
@@ -81,7 +82,7 @@ class TestComputeWrites(base.NovaTestCase):
                     'inventories'].items()})
 
     def test_example_snapshot_is_what_nova_writes(self):
-        written = snapshot.export(self.client())
+        written = snapshot_api.export(self.client())
         example = snapshot.read_file(functional_base.H100_SNAPSHOT)
         expected = example_from_nova(written, example)
         if os.environ.get('NVLINK_WRITE_EXAMPLE'):

@@ -9,7 +9,6 @@ from nvlink_placement.osc import common
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
-from nvlink_placement.topology import loader
 
 DEFAULT_WORKERS = 8
 
@@ -113,7 +112,7 @@ class Snapshot(command.Command):
             if getattr(parsed_args, name) < 1:
                 raise errors.NvlinkError('--%s must be at least 1'
                                          % name.replace('_', '-'))
-        topology = loader.load(parsed_args.from_topology)
+        topology = common.load_topology(self.app, parsed_args.from_topology)
         rc = parsed_args.resource_class
         return nova_tree.from_topology(
             topology, parsed_args.host,

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import tempfile
-from unittest import mock
 
 import fixtures
 from oslotest import base as oslo_base
@@ -35,7 +34,6 @@ from tests import novalike
 # A Nova 34 nova-compute marks its compute node OWNER_NOVA, which Nova 34's
 # query requires (nova_tests/test_compute_writes.py proves both); the trees
 # here are seeded that way whatever release novalike mirrors.
-NOVA34_NODE_TRAITS = sorted(set(novalike.NODE_TRAITS) | {'OWNER_NOVA'})
 B200_TOPOLOGY = os.path.join(base.EXAMPLES, 'hgx-b200.yaml')
 B200_HOST = 'compute-b200-01'
 B200_RC = 'CUSTOM_PCI_10DE_2901'
@@ -82,11 +80,6 @@ def address_sets(board, size, domains, taken=()):
 
 
 class _FlavorCase(base.PlacementTestCase):
-
-    def setUp(self):
-        self.useFixture(fixtures.MockPatchObject(novalike, 'NODE_TRAITS',
-                                                 NOVA34_NODE_TRAITS))
-        super().setUp()
 
     def verify(self, path, alias, rc, flavors, nova=None):
         """FlavorResult per flavor name, verified on ``self.client``."""
@@ -342,8 +335,7 @@ class TestCli(oslo_base.BaseTestCase):
         super().setUpClass()
         cls.tmp = tempfile.mkdtemp()
         cls.snapshot = os.path.join(cls.tmp, 'reshaped.json')
-        with mock.patch.object(novalike, 'NODE_TRAITS', NOVA34_NODE_TRAITS), \
-                embedded.EmbeddedPlacement() as client:
+        with embedded.EmbeddedPlacement() as client:
             seed_all(client)
             snapshot.write_file(client.placement.export(), cls.snapshot)
 
