@@ -19,6 +19,7 @@ from nvlink_placement.discovery import nvidia_smi
 from nvlink_placement.discovery import sysfs
 from nvlink_placement.discovery import topo_matrix
 from nvlink_placement import errors
+from nvlink_placement.hook import fabric
 from nvlink_placement.topology import boards
 from nvlink_placement.topology import pci
 
@@ -52,41 +53,12 @@ class HostSources:
     notes: list = dataclasses.field(default_factory=list)
 
 
-def _live_fm(address, unix_socket, library_path, timeout_s):
-    """Ask a running Fabric Manager for its supported partitions.
-
-    FM is asked when an FM option is given (then every failure is an
-    error) or, with no FM option, when libnvfm can be loaded (then a
-    missing library just means "no FM", but a failing FM is an error that
-    says how to skip it).
-    """
-    explicit = bool(address or unix_socket or library_path)
-    try:
-        library = fabric_manager.load_library(library_path)
-    except fabric_manager.LibraryNotFound:
-        if explicit:
-            raise
-        return None
-    client = fabric_manager.FabricManagerClient(
-        library, address=address, unix_socket=unix_socket,
-        timeout_ms=int(timeout_s * 1000))
-    try:
-        with client:
-            partitions = client.supported_partitions()
-    except fabric_manager.FabricManagerError as exc:
-        if explicit:
-            raise
-        raise errors.NvlinkError(
-            '%s (libnvfm is installed, so Fabric Manager was asked; pass '
-            '--no-fm to skip it)' % exc)
-    return fabric_manager.FmReport(client.description, partitions)
-
-
 def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
            topo_matrix_file=None, use_nvidia_smi=True, fm_address=None,
            fm_socket=None, fm_library=None,
            fm_timeout=fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0,
-           fmpm_json=None, use_fm=True, board=None):
+           fmpm_json=None, use_fm=True, board=None,
+           fm_deadline=fabric.DEFAULT_DEADLINE):
     """Read every source the options ask for.
 
     :param mapping: mapping file; None: the default
@@ -96,8 +68,11 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
         is given nvidia-smi is not run; otherwise, if ``use_nvidia_smi``
         and nvidia-smi is on PATH, ``nvidia-smi -q`` and ``nvidia-smi topo
         -m`` are run (:func:`nvidia_smi.run`, 5 s timeout each).
-    :param fm_address, fm_socket, fm_library, fm_timeout: see
-        :func:`_live_fm`; ``fm_timeout`` in seconds.
+    :param fm_address, fm_socket, fm_library, fm_timeout, fm_deadline:
+        see :func:`nvlink_placement.hook.fabric.read_partitions`; FM is
+        asked when one of the first three is given (then every failure is
+        an error) or, with none, when libnvfm can be loaded (then a missing
+        library just means "no FM"); times in seconds.
     :param fmpm_json: ``fmpm -l`` output instead of asking FM.
     :param use_fm: False to never ask Fabric Manager.
     :param board: a built-in board name, or None.
@@ -150,7 +125,9 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
     if fmpm_json:
         found.fm = fabric_manager.read_fmpm_json(fmpm_json)
     elif use_fm:
-        found.fm = _live_fm(fm_address, fm_socket, fm_library, fm_timeout)
+        found.fm = fabric.read_partitions(
+            fm_library, fm_address, fm_socket, fm_timeout, fm_deadline,
+            explicit=bool(fm_address or fm_socket or fm_library))
     return found
 
 

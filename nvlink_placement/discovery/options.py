@@ -19,6 +19,7 @@ from nvlink_placement.discovery import inspect
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import nvidia_smi
 from nvlink_placement import errors
+from nvlink_placement.hook import fabric
 from nvlink_placement.topology import boards
 
 
@@ -65,6 +66,12 @@ def add_fm_arguments(parser, no_fm):
     parser.add_argument(
         '--fm-timeout', metavar='SECONDS', type=_seconds, default=timeout,
         help='Fabric Manager connection timeout (default: %g)' % timeout)
+    parser.add_argument(
+        '--fm-deadline', metavar='SECONDS', type=_seconds,
+        default=fabric.DEFAULT_DEADLINE,
+        help='give up on Fabric Manager after this long, whatever it does '
+             '(libnvfm runs in a child process that is stopped then; '
+             'default: %g)' % fabric.DEFAULT_DEADLINE)
     return parser
 
 
@@ -128,7 +135,8 @@ def fragment_from_args(args):
         fm_timeout=args.fm_timeout,
         fmpm_json=args.fmpm_json,
         use_fm=not args.no_fm,
-        board=args.board))
+        board=args.board,
+        fm_deadline=args.fm_deadline))
 
 
 def render(fragment, output_format):

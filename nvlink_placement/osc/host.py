@@ -53,7 +53,8 @@ class HostPartitions(command.Lister):
             fm_socket=parsed_args.fm_socket,
             fm_library=parsed_args.fm_library,
             fm_timeout=parsed_args.fm_timeout,
-            fmpm_json=parsed_args.fmpm_json)
+            fmpm_json=parsed_args.fmpm_json,
+            fm_deadline=parsed_args.fm_deadline)
         return partitions.LISTING_COLUMNS, [
             (pid, active, count, common.InOrder(ids),
              common.InOrder(addresses))

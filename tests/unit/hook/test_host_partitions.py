@@ -1,6 +1,7 @@
 """Which partitions are active: ``openstack nvlink host partitions`` and
 the notes of ``nvlink-host-inspect``; what the hook imports."""
 
+import errno
 import io
 import json
 import os
@@ -104,6 +105,72 @@ class TestHostPartitions(PartitionsTest):
                  'it with --fm-library')):
             exc = self.assertRaises(errors.NvlinkError, self.listing, *argv)
             self.assertEqual(message, str(exc))
+
+
+class TestHungFabricManager(PartitionsTest):
+    """Host commands give up on a Fabric Manager that never answers."""
+
+    def hang(self, call):
+        pidfile = os.path.join(self.tmp, 'hung.pid')
+        self.useFixture(fixtures.EnvironmentVariable('FAKE_NVFM_HANG', call))
+        self.useFixture(fixtures.EnvironmentVariable(
+            'FAKE_NVFM_HANG_PIDFILE', pidfile))
+        return pidfile
+
+    def assertKilled(self, pidfile):
+        with open(pidfile) as handle:
+            pid = int(handle.read())
+        error = self.assertRaises(OSError, os.kill, pid, 0)
+        self.assertEqual(errno.ESRCH, error.errno)
+
+    def test_partitions_listing_stops_at_the_deadline(self):
+        library = helpers.build_fake_nvfm(self)
+        pidfile = self.hang('fmGetSupportedFabricPartitions')
+        command = osc_host.HostPartitions(
+            types.SimpleNamespace(stdout=io.StringIO()), None)
+        args = command.get_parser('partitions').parse_args(
+            ['--fm-library', library, '--fm-deadline', '1'])
+        exc = self.assertRaises(errors.NvlinkError, command.take_action,
+                                args)
+        self.assertEqual(
+            'Fabric Manager did not answer within 1 s while reading the '
+            'partitions (fmGetSupportedFabricPartitions): stopped waiting '
+            '(fm_deadline)', str(exc))
+        self.assertKilled(pidfile)
+
+    def test_inspect_stops_at_the_deadline(self):
+        library = helpers.build_fake_nvfm(self)
+        pidfile = self.hang('fmConnect')
+        host = self.useFixture(helpers.FakeSysfs())
+        done = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable),
+                          'nvlink-host-inspect'),
+             '--hostname', 'compute-01', '--sysfs-root', host.root,
+             '--mapping', self.mapping, '--fm-library', library,
+             '--no-nvidia-smi', '--fm-deadline', '1'],
+            cwd=os.path.dirname(helpers.TESTS), capture_output=True,
+            text=True, timeout=60)
+        self.assertEqual(
+            (1, '', 'nvlink-host-inspect: error: Fabric Manager did not '
+             'answer within 1 s while connecting to Fabric Manager at '
+             '127.0.0.1:6666 (fmConnect): stopped waiting (fm_deadline)\n'),
+            (done.returncode, done.stdout, done.stderr))
+        self.assertKilled(pidfile)
+
+    def test_a_library_that_is_not_libnvfm_is_not_loaded(self):
+        helpers.build_fake_nvfm(self)
+        script = os.path.join(self.tmp, 'libnvfm.so.1')
+        with open(script, 'w') as handle:
+            handle.write('#!/bin/sh\n')
+        command = osc_host.HostPartitions(
+            types.SimpleNamespace(stdout=io.StringIO()), None)
+        args = command.get_parser('partitions').parse_args(
+            ['--fm-library', script])
+        exc = self.assertRaises(errors.NvlinkError, command.take_action,
+                                args)
+        self.assertEqual('fm_library %s: not a 64-bit ELF shared library'
+                         % script,
+                         str(exc))
 
 
 class TestInspectNotes(PartitionsTest):
