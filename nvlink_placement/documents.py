@@ -101,6 +101,68 @@ def kind(value):
     return 'a %s' % type(value).__name__
 
 
+_TYPE_NAMES = {'object': 'a mapping', 'array': 'a list', 'string': 'a string',
+               'integer': 'an integer', 'number': 'a number',
+               'boolean': 'true or false', 'null': 'null'}
+
+
+def _got(value):
+    if value is None:
+        return 'null'
+    if isinstance(value, (dict, list)) and not value:
+        return 'an empty %s' % kind(value)[2:]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return 'an integer %s' % short(value)
+    return '%s %s' % (kind(value), short(value))
+
+
+def schema_message(error):
+    """A jsonschema error in plain words, without Python's reprs.
+
+    ``None is not of type 'object'`` becomes ``expected a mapping, got
+    null``, ``'version' is a required property`` ``missing required key
+    'version'``; limits and patterns keep jsonschema's wording (values
+    cut short). The caller adds the location.
+    """
+    validator, expected = error.validator, error.validator_value
+    value = error.instance
+    if validator == 'type':
+        names = [expected] if isinstance(expected, str) else list(expected)
+        return 'expected %s, got %s' % (
+            ' or '.join(_TYPE_NAMES.get(n, n) for n in names), _got(value))
+    if validator == 'required' and isinstance(value, dict):
+        missing = [key for key in expected if key not in value]
+        return 'missing required key%s %s' % (
+            's' if len(missing) > 1 else '',
+            ', '.join(short(key) for key in missing))
+    if validator == 'additionalProperties' and isinstance(value, dict):
+        known = set((error.schema or {}).get('properties', {}))
+        extra = sorted((k for k in value if k not in known), key=str)
+        return 'unknown key%s %s' % ('s' if len(extra) > 1 else '',
+                                     ', '.join(short(k) for k in extra[:5]))
+    if validator in ('enum', 'const'):
+        choices = expected if validator == 'enum' else [expected]
+        return 'expected %s, got %s' % (
+            ' or '.join(short(c) for c in choices), _got(value))
+    if validator in ('minItems', 'maxItems') and isinstance(value, list):
+        return 'expected at %s %d item%s, got %d' % (
+            'least' if validator == 'minItems' else 'most', expected,
+            '' if expected == 1 else 's', len(value))
+    if validator in ('minLength', 'maxLength') and isinstance(value, str):
+        return 'expected at %s %d character%s, got %d' % (
+            'least' if validator == 'minLength' else 'most', expected,
+            '' if expected == 1 else 's', len(value))
+    if validator == 'minProperties' and isinstance(value, dict):
+        return 'expected at least %d key%s, got %d' % (
+            expected, '' if expected == 1 else 's', len(value))
+    if validator == 'uniqueItems':
+        return 'items repeat in %s' % short(value)
+    shown = repr(value)
+    if len(shown) <= SHORT:
+        return error.message
+    return error.message.replace(shown, short(value))
+
+
 def clip(text, limit=SHORT):
     """``text`` cut to ``limit`` characters (``...`` marks a cut)."""
     return text if len(text) <= limit else text[:limit] + '...'

@@ -28,12 +28,15 @@ class PlanError(NvlinkError):
     """The desired tree cannot be reached safely; nothing was written.
 
     :param problems: list of messages, one per problem found.
+    :param note: what happened, after "the plan is invalid" (none for a
+        command that never writes).
     """
 
-    def __init__(self, problems):
+    def __init__(self, problems, note='nothing was written'):
         self.problems = list(problems)
+        self.note = note
         super().__init__(
-            'the plan is invalid; nothing was written:\n' +
+            'the plan is invalid%s:\n' % ('; ' + note if note else '') +
             '\n'.join('  - %s' % p for p in self.problems))
 
 

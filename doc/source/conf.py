@@ -9,6 +9,9 @@ autoprogram_cliff_ignored = ['--help', '--format', '--column', '--max-width',
                              '--quote', '--sort-column', '--sort-ascending',
                              '--sort-descending']
 master_doc = 'index'
+# Smart quotes would turn the "--" of options such as --dry-run into an en
+# dash in the generated CLI reference, and copied commands would fail.
+smartquotes = False
 exclude_patterns = ['_build']
 html_theme = 'alabaster'
 html_static_path = []

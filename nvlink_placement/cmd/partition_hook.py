@@ -16,8 +16,8 @@ without reading its input:
 Standard output stays empty: for ``migrate begin`` and ``restore begin``
 (and for every script in ``/etc/libvirt/hooks/qemu.d/``) libvirt reads it
 as a replacement domain XML, and empty output keeps the XML unchanged.
-Settings: ``/etc/nvlink-placement/hook.conf`` (see
-:mod:`nvlink_placement.hook.config`). Exit status: 0 done or nothing to
+Settings: ``/etc/nvlink-placement/hook.conf`` (see the partition hook
+chapter of the documentation). Exit status: 0 done or nothing to
 do, 1 failure (refused start), 2 wrong arguments. Every failure,
 unreadable domain XML included, is one line and follows the policy.
 
@@ -31,6 +31,7 @@ import os
 import sys
 
 from nvlink_placement import errors
+from nvlink_placement import helptext
 from nvlink_placement.hook import activation
 from nvlink_placement.hook import config
 from nvlink_placement.hook import domain
@@ -115,7 +116,8 @@ def main(argv=None):
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] in (['-h'], ['--help']):
-        sys.stdout.write(USAGE + '\n' + __doc__.split('\n\n', 1)[1])
+        sys.stdout.write(USAGE + '\n' +
+                         helptext.plain(__doc__.split('\n\n', 1)[1]))
         return 0
     if len(argv) < 3:
         sys.stderr.write(USAGE)

@@ -148,11 +148,14 @@ def _judge(host, size, rc, gpus, summaries, by_uuid):
     return key, None
 
 
-def check(request, hosts, body, providers, free, eligible):
+def check(request, hosts, body, providers, free, eligible, only=False):
     """Judge an allocation candidates answer (pure).
 
     :param request: :class:`nvlink_placement.flavors.request.Request`.
     :param hosts: list of topology hosts.
+    :param only: judge only the candidates on ``hosts`` (and those
+        spanning hosts): candidates on any other host are left out
+        instead of being invalid.
     :param body: ``GET /allocation_candidates`` answer (1.29+ summaries).
     :param providers: dict RP uuid -> ``(name, root uuid)`` of every
         provider.
@@ -177,6 +180,8 @@ def check(request, hosts, body, providers, free, eligible):
         allocations = candidate['allocations']
         roots = sorted({providers[u][1] for u in allocations})
         host_name = ','.join(providers[r][0] for r in roots)
+        if only and len(roots) == 1 and host_name not in topology:
+            continue
         result = results.setdefault(host_name, HostResult(host_name))
         result.candidates += 1
         gpus = sorted((u, a['resources'][rc]) for u, a in allocations.items()
@@ -267,7 +272,7 @@ def _listed(client, resources, required):
     return {rp['uuid'] for rp in body['resource_providers']}
 
 
-def verify(client, request, hosts, providers=None):
+def verify(client, request, hosts, providers=None, only=False):
     """Run ``request`` and :func:`check` the answer.
 
     Free GPUs are listed with the alias' traits and compute nodes with the
@@ -279,6 +284,7 @@ def verify(client, request, hosts, providers=None):
 
     :param client: :class:`PlacementClient`.
     :param providers: from :func:`read_providers` (read when None).
+    :param only: see :func:`check`.
     :returns: :class:`FlavorResult`; a query Placement refuses (HTTP
         4xx: an unknown trait or resource class, a bad same_subtree) gives
         a result with that problem.
@@ -306,7 +312,7 @@ def verify(client, request, hosts, providers=None):
         if exc.status is None or exc.status >= 500:
             raise
         return _refused(request, hosts, exc)
-    result = check(request, hosts, body, providers, free, eligible)
+    result = check(request, hosts, body, providers, free, eligible, only)
     if owners is not None:
         result.problems.extend(_without_owner(request, hosts, providers,
                                               owners))

@@ -11,42 +11,154 @@ import argparse
 import contextlib
 import sys
 
+from cliff import _argparse as cliff_argparse
 from cliff import columns
 from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as sdk_exc
+from osc_lib.command import command
 
 from nvlink_placement import errors
+from nvlink_placement import helptext
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import loader
 
 
-def add_placement_arguments(parser, save=True):
-    """Add ``--snapshot`` (and ``--save-snapshot``) to ``parser``."""
+SNAPSHOT_HINT = 'or run offline against a snapshot file with --snapshot FILE'
+# Formats that print each value as text: lists and mappings are joined.
+FLAT_FORMATS = ('value', 'csv')
+
+
+class _PlainHelpFormatter(cliff_argparse.SmartHelpFormatter):
+    """cliff's help formatter, printing descriptions without rST markup."""
+
+    def _format_text(self, text):
+        return super()._format_text(helptext.plain(text))
+
+
+def plural(count, noun, nouns=None):
+    """``1 host``, ``2 hosts``, ``0 hosts``."""
+    return '%d %s' % (count, noun if count == 1 else nouns or noun + 's')
+
+
+def flat(value):
+    """``value`` for ``-f value`` and ``-f csv``: no Python reprs.
+
+    Lists become comma-joined text (``1,3``), mappings ``key=value``
+    pairs joined by commas.
+    """
+    if isinstance(value, columns.FormattableColumn):
+        value = value.machine_readable()
+    if isinstance(value, (list, tuple)):
+        return ','.join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ','.join('%s=%s' % kv for kv in value.items())
+    return value
+
+
+class _Plain(object):
+    """What every command of the plugin shares: plain-text ``--help``."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.formatter_class = _PlainHelpFormatter
+        return parser
+
+
+class Command(_Plain, command.Command):
+    """osc-lib's Command with plain-text help."""
+
+
+class Lister(_Plain, command.Lister):
+    """osc-lib's Lister: plain-text help, lists flat in value and csv."""
+
+    def produce_output(self, parsed_args, column_names, data):
+        if parsed_args.formatter in FLAT_FORMATS:
+            data = [[flat(v) for v in row] for row in data]
+        return super().produce_output(parsed_args, column_names, data)
+
+
+class ShowOne(_Plain, command.ShowOne):
+    """osc-lib's ShowOne: plain-text help, lists flat in value and csv."""
+
+    def produce_output(self, parsed_args, column_names, data):
+        if parsed_args.formatter in FLAT_FORMATS:
+            data = [flat(v) for v in data]
+        return super().produce_output(parsed_args, column_names, data)
+
+
+class TextByDefault(object):
+    """A Lister or ShowOne whose default output is text.
+
+    Put before the cliff base. Without ``-f`` and ``-c`` the command
+    prints text itself (it checks :attr:`as_text` in ``produce_output``);
+    ``-f table|json|yaml|csv|value`` or ``-c`` give cliff's formatters.
+    """
+
+    as_text = False
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.set_defaults(formatter=None)
+        for action in parser._actions:
+            if action.dest == 'formatter':
+                action.help = ('the output format (default: text as '
+                               'described above; -c alone gives a table)')
+        return parser
+
+    def run(self, parsed_args):
+        self.as_text = (parsed_args.formatter is None and
+                        not parsed_args.columns)
+        if parsed_args.formatter is None:
+            parsed_args.formatter = 'table'
+        return super().run(parsed_args)
+
+
+def add_placement_arguments(parser, save=True, exclusive=None):
+    """Add ``--snapshot`` (and ``--save-snapshot``) to ``parser``.
+
+    :param exclusive: a mutually exclusive group (``--dry-run``'s) to put
+        ``--save-snapshot`` in: a dry run has no state worth saving.
+    """
     parser.add_argument(
         '--snapshot', metavar='FILE',
         help='Run against an embedded Placement (openstack-placement in '
              'process, SQLite in memory) loaded from this snapshot file '
              'instead of the cloud; needs no credentials.')
     if save:
-        parser.add_argument(
+        (exclusive or parser).add_argument(
             '--save-snapshot', metavar='OUT',
             help='With --snapshot: write the resulting Placement state to '
-                 'OUT (same format).')
+                 'OUT (same format)%s.'
+                 % ('; not with --dry-run' if exclusive else ''))
 
 
-def authenticate(app):
+def authenticate(app, what='cloud', hint=None):
     """Authenticate through OSC; return its ``ClientManager``.
 
     What ``osc_lib.shell.prepare_to_run_command`` does for commands with
     ``auth_required = True``; ours set it False because they also run
     offline, and call this when they do need the cloud.
+
+    :param what: what the credentials are for, in the error message.
+    :param hint: what to do instead, added to the error message.
+    :raises NvlinkError: no usable credentials, saying where they come
+        from and what else to do.
     """
     manager = app.client_manager
     manager._auth_required = True
-    manager._cli_options = app.cloud_config.get_one(
-        cloud=app.options.cloud, argparse=app.options, validate=True,
-        app_name=manager._app_name, app_version=manager._app_version)
-    manager.setup_auth()
+    try:
+        manager._cli_options = app.cloud_config.get_one(
+            cloud=app.options.cloud, argparse=app.options, validate=True,
+            app_name=manager._app_name, app_version=manager._app_version)
+        manager.setup_auth()
+    except (sdk_exc.ConfigException, ks_exc.AuthPluginException) as exc:
+        detail = ' '.join(str(exc).split())
+        raise errors.NvlinkError(
+            'no %s credentials (%s): set OS_CLOUD (clouds.yaml) or '
+            '--os-auth-url and the other --os-* options%s' % (
+                what, detail, '; ' + hint if hint else ''))
     return manager
 
 
@@ -88,14 +200,14 @@ def add_retry_arguments(parser):
              'next run continues where this one stopped.')
 
 
-def live_client(app, parsed_args=None):
+def live_client(app, parsed_args=None, hint=SNAPSHOT_HINT):
     """Authenticate through OSC and return a :class:`PlacementClient`.
 
     Retries and timeouts come from :func:`add_retry_arguments` options when
     the command has them, else the defaults. keystoneauth's own retries
     stay off: the client is the one retry layer.
     """
-    manager = authenticate(app)
+    manager = authenticate(app, 'Placement', hint)
     adapter = ks_adapter.Adapter(
         session=manager.session, service_type='placement',
         interface=manager.interface, region_name=manager.region_name)

@@ -8,7 +8,6 @@ import shlex
 from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
 from osc_lib.cli import format_columns
-from osc_lib.command import command
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import compute
@@ -49,12 +48,10 @@ def _hosts(app, parsed_args):
 def _warn_wide(hosts, sizes):
     wide = novaconfig.wide_hosts(hosts)
     if wide and max(sizes) > novaconfig.WIDE_FLAVOR_GPUS:
-        LOG.warning(novaconfig.WIDE_REASON + '; configure Placement as '
-                    '"openstack nvlink nova-config" prints.',
-                    ', '.join(wide), novaconfig.WIDE_HOST_GPUS, max(sizes))
+        LOG.warning('%s', novaconfig.wide_warning(wide, max(sizes)))
 
 
-class GenerateFlavors(command.Lister):
+class GenerateFlavors(common.Lister):
     """Generate flavors whose GPUs come from one NVLink domain.
 
     For N GPUs of alias A whose N-GPU NVLink groups carry trait
@@ -161,7 +158,7 @@ def print_commands(flavor):
     return ''.join(lines)
 
 
-class VerifyFlavors(command.Lister):
+class VerifyFlavors(common.Lister):
     """Prove flavors against Placement: every candidate is one NVLink domain.
 
     For each flavor, builds the GET /allocation_candidates query exactly
@@ -189,7 +186,18 @@ class VerifyFlavors(command.Lister):
         parser.add_argument('--flavor', metavar='NAME', action='append',
                             default=[],
                             help='A flavor of the compute API (repeatable; '
-                                 'needs the cloud).')
+                                 'needs the cloud, also with --snapshot: '
+                                 'offline, give --flavors FILE).')
+        parser.add_argument('--host', metavar='HOST', action='append',
+                            default=[],
+                            help='Only the candidates and domains of this '
+                                 'topology host (repeatable; default: '
+                                 'every host).')
+        parser.add_argument('--long', action='store_true',
+                            help='Add the query column to the table: the '
+                                 'GET /allocation_candidates query string '
+                                 '(or -c query; other formats always have '
+                                 'it).')
         parser.add_argument('--alias-config', metavar='FILE',
                             help='Nova\'s [pci] alias values: nova.conf, or '
                                  'a JSON/YAML list (default: from the '
@@ -231,12 +239,17 @@ class VerifyFlavors(command.Lister):
         return self.exit_code
 
     def take_action(self, parsed_args):
-        topology = common.load_topology(self.app, parsed_args.topology)
-        hosts = list(topology.hosts.values())
+        _, hosts = _hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
         if parsed_args.flavor:
-            connection = common.authenticate(self.app).sdk_connection
+            connection = common.authenticate(
+                self.app, 'compute API',
+                '--flavor NAME reads the flavor from Nova%s; offline, give '
+                'the flavors as a file with --flavors FILE ("openstack '
+                'nvlink flavor generate ... -f json" output)'
+                % (' even with --snapshot' if parsed_args.snapshot else '')
+            ).sdk_connection
             flavors += [request.flavor_from_dict(
                 compute.read(connection, name), 'compute API')
                 for name in parsed_args.flavor]
@@ -268,14 +281,16 @@ class VerifyFlavors(command.Lister):
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
                          query.display)
                 results.append(verify.verify(client, query, hosts,
-                                             providers))
+                                             providers,
+                                             only=bool(parsed_args.host)))
         for result in results:
             for warning in result.warnings:
                 LOG.warning(warning)
             for problem in result.problems:
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
-        return verify.COLUMNS, [row for r in results for row in r.rows()]
+        return _long_columns(parsed_args, 'query', verify.COLUMNS,
+                             [row for r in results for row in r.rows()])
 
     def _detect(self, parsed_args, client):
         """The query shape for the live cloud (see :func:`release.choose`).
@@ -302,6 +317,19 @@ class VerifyFlavors(command.Lister):
         return dataclasses.replace(nova, source=nova.source + note)
 
 
+def _long_columns(parsed_args, column, names, rows):
+    """Leave the wide ``column`` out of a table unless --long or -c asks.
+
+    Other formats (json, yaml, csv, value) keep every column.
+    """
+    if (parsed_args.long or column in parsed_args.columns or
+            parsed_args.formatter != 'table'):
+        return names, rows
+    keep = [i for i, name in enumerate(names) if name != column]
+    return ([names[i] for i in keep],
+            [[row[i] for i in keep] for row in rows])
+
+
 def _release(text):
     try:
         return release.parse_release(text)
@@ -309,7 +337,7 @@ def _release(text):
         raise argparse.ArgumentTypeError(str(exc))
 
 
-class NovaConfig(command.Lister):
+class NovaConfig(common.Lister):
     """Print the Nova and Placement settings to pair with the NVLink tree.
 
     [pci] device_spec and alias for the topology's GPUs,
@@ -341,6 +369,10 @@ class NovaConfig(command.Lister):
                                  '<PRODUCT>).')
         parser.add_argument('--ini', action='store_true',
                             help='Print config fragments instead of rows.')
+        parser.add_argument('--long', action='store_true',
+                            help='Add the reason column to the table: why '
+                                 'each setting (or -c reason; other formats '
+                                 'always have it).')
         return parser
 
     def take_action(self, parsed_args):
@@ -350,9 +382,9 @@ class NovaConfig(command.Lister):
             vendor_id=parsed_args.vendor_id,
             product_id=parsed_args.product_id,
             resource_class=parsed_args.resource_class)
-        return novaconfig.COLUMNS, [
+        return _long_columns(parsed_args, 'reason', novaconfig.COLUMNS, [
             (s.service, s.section, s.option, s.value, s.reason)
-            for s in self.settings]
+            for s in self.settings])
 
     def produce_output(self, parsed_args, column_names, data):
         if not parsed_args.ini:

@@ -1,6 +1,7 @@
 """``openstack nvlink capacity`` and ``openstack nvlink tree``."""
 
-from osc_lib.command import command
+import logging
+
 
 from nvlink_placement.osc import common
 from nvlink_placement.placement import naming
@@ -9,6 +10,8 @@ from nvlink_placement.placement import usage
 from nvlink_placement.report import capacity
 from nvlink_placement.report import tree
 from nvlink_placement.topology import model
+
+LOG = logging.getLogger(__name__)
 
 
 def _read(client, hosts, prefix):
@@ -42,7 +45,7 @@ def _topology(app, parsed_args):
     return topology, topology.trait_prefix
 
 
-class Capacity(command.Lister):
+class Capacity(common.Lister):
     """How many more instances of each size fit, per host and in total.
 
     One row per host and size (1, every NVLink domain size, the whole
@@ -66,15 +69,26 @@ class Capacity(command.Lister):
             state, roots, uses = _read(client, parsed_args.host, prefix)
         hosts = capacity.hosts_from_state(state, uses, roots, topology,
                                           prefix)
+        flat = capacity.not_reshaped(state, uses, roots)
+        if flat:
+            LOG.warning(
+                '%s not reshaped (%s): no NVLink groups in Placement, so %s; '
+                'run "openstack nvlink reshape"',
+                common.plural(len(flat), 'host', 'hosts'), ', '.join(flat),
+                'only sizes 1 and whole-host are listed' if topology is None
+                else 'the domain sizes (from --topology) find no candidates '
+                     'yet')
         return capacity.COLUMNS, capacity.rows(hosts)
 
 
-class Tree(command.Command):
+class Tree(common.TextByDefault, common.Lister):
     """Show the resource provider tree of each host, with GPU usage.
 
     Text: one line per provider with its group traits, module id (with
     --topology) and free / USED / RESERVED for GPUs. --dot prints Graphviz
-    DOT instead; render it with "dot -Tsvg -o tree.svg".
+    DOT instead; render it with "dot -Tsvg -o tree.svg". -f json|yaml|csv|
+    value|table: one row per provider (host, provider, parent, depth,
+    traits, module, status), in the order the text draws them.
     """
 
     auth_required = False
@@ -96,4 +110,13 @@ class Tree(command.Command):
                 if gpu.module_id is not None:
                     modules[host.gpu_provider_name(address)] = gpu.module_id
         draw = tree.dot if parsed_args.dot else tree.text
-        self.app.stdout.write(draw(state, roots, uses, modules))
+        self.drawing = draw(state, roots, uses, modules)
+        return tree.COLUMNS, [
+            row[:4] + (common.InOrder(row[4]),) + row[5:]
+            for row in tree.rows(state, roots, uses, modules)]
+
+    def produce_output(self, parsed_args, column_names, data):
+        if self.as_text or parsed_args.dot:
+            self.app.stdout.write(self.drawing)
+            return 0
+        return super().produce_output(parsed_args, column_names, data)

@@ -2,7 +2,6 @@
 
 import logging
 
-from osc_lib.command import command
 
 from nvlink_placement import errors
 from nvlink_placement.osc import common
@@ -21,11 +20,13 @@ def desired_hosts(app, parsed_args, health=True):
     return [desired.from_topology(h, health=health) for h in hosts]
 
 
-def add_host_argument(parser):
+HOST_HELP = ('Only this compute host (repeatable; default: every host of '
+             'the topology).')
+
+
+def add_host_argument(parser, host_help=HOST_HELP):
     parser.add_argument('--host', metavar='HOST', action='append',
-                        default=[],
-                        help='Only this compute host (repeatable; default: '
-                             'every host of the topology).')
+                        default=[], help=host_help)
 
 
 def add_topology_arguments(parser, no_health_help):
@@ -38,22 +39,30 @@ def add_topology_arguments(parser, no_health_help):
 
 
 def add_apply_arguments(parser):
-    parser.add_argument('--dry-run', action='store_true',
-                        help='Print the actions, write nothing.')
+    exclusive = parser.add_mutually_exclusive_group()
+    exclusive.add_argument('--dry-run', action='store_true',
+                           help='Print the actions, write nothing.')
     parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
                         metavar='N',
                         help='Hosts applied in parallel (default %d).'
                              % DEFAULT_WORKERS)
-    common.add_placement_arguments(parser)
+    common.add_placement_arguments(parser, exclusive=exclusive)
     common.add_retry_arguments(parser)
 
 
-class _PlanCommand(command.Lister):
+class _PlanCommand(common.Lister):
     auth_required = False
     exit_code = 0
 
     def run(self, parsed_args):
-        super().run(parsed_args)
+        try:
+            super().run(parsed_args)
+        except errors.PlanError as exc:
+            # Only a command that would have written says it did not.
+            dry_run = getattr(parsed_args, 'dry_run', None)
+            note = (None if dry_run is None else
+                    'dry run: no changes made' if dry_run else exc.note)
+            raise errors.PlanError(exc.problems, note) from None
         return self.exit_code
 
     def apply(self, parsed_args, hosts, more_hosts=None, allocations=None):
@@ -90,9 +99,9 @@ class _PlanCommand(command.Lister):
             LOG.error('%s: failed after %d writes: %s', failure.host,
                       failure.done, failure.error)
         if result.failures:
-            LOG.error('%d hosts failed; run the command again once fixed: '
+            LOG.error('%s failed; run the command again once fixed: '
                       'it continues from where it stopped',
-                      len(result.failures))
+                      common.plural(len(result.failures), 'host'))
             self.exit_code = 1
         return act.COLUMNS, [a.row() for a in shown]
 
@@ -155,7 +164,8 @@ class Flatten(_PlanCommand):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        add_host_argument(parser)
+        add_host_argument(parser, host_help='A compute host to flatten '
+                                            '(repeatable; or --all).')
         parser.add_argument('--all', action='store_true',
                             help='Every compute node tree holding a group '
                                  'provider of this tool.')

@@ -2,7 +2,6 @@
 write the flat tree Nova would report for a topology."""
 
 import os_resource_classes
-from osc_lib.command import command
 
 from nvlink_placement import errors
 from nvlink_placement.osc import common
@@ -36,7 +35,7 @@ def _progress(total, unit):
     return bar
 
 
-class Snapshot(command.Command):
+class Snapshot(common.Command):
     """Export compute node trees from Placement into a snapshot file.
 
     Read only. Exports the trees of the given hosts, or of every tree that

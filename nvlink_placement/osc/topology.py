@@ -1,6 +1,5 @@
 """``openstack nvlink topology validate|show``."""
 
-from osc_lib.command import command
 import yaml
 
 from nvlink_placement import errors
@@ -9,32 +8,86 @@ from nvlink_placement.topology import loader
 from nvlink_placement.topology import merge
 
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
+VALIDATE_FIELDS = ('file', 'valid', 'hosts', 'gpus', 'groups', 'problems')
+TOPOLOGY_HELP = 'Topology file (YAML or JSON, version 1).'
 
 
-class ValidateTopology(command.Command):
+def add_topology_file_argument(parser):
+    """The topology file: positional FILE or ``--topology FILE``.
+
+    ``--topology`` as every other command takes it; the positional form
+    stays for the commands that always had it.
+    """
+    parser.add_argument('topology_file', metavar='FILE', nargs='?',
+                        help=TOPOLOGY_HELP + ' Or --topology FILE.')
+    parser.add_argument('--topology', metavar='FILE',
+                        help='The same as FILE.')
+
+
+def topology_path(parsed_args):
+    """The topology file given as FILE or ``--topology``.
+
+    :raises NvlinkError: none given, or two different ones.
+    """
+    positional, option = parsed_args.topology_file, parsed_args.topology
+    if positional and option and positional != option:
+        raise errors.NvlinkError('two topology files: FILE %s and '
+                                 '--topology %s; give one'
+                                 % (positional, option))
+    if not (positional or option):
+        raise errors.NvlinkError('no topology file: give FILE or '
+                                 '--topology FILE')
+    return positional or option
+
+
+class ValidateTopology(common.TextByDefault, common.ShowOne):
     """Validate a topology file and report every problem with its location.
 
     Exits 0 and prints a one-line summary when the file is valid; exits 1
-    listing each problem as ``FILE: key.path: message`` otherwise.
+    listing each problem as ``FILE: key.path: message`` otherwise. With
+    ``-f json`` (or yaml...): file, valid, hosts, gpus, groups and
+    problems (a list of those lines; also on standard error).
     """
 
     auth_required = False
+    exit_code = 0
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('topology', metavar='FILE',
-                            help='Topology file (YAML or JSON, version 1).')
+        add_topology_file_argument(parser)
         return parser
 
+    def run(self, parsed_args):
+        super().run(parsed_args)
+        return self.exit_code
+
     def take_action(self, parsed_args):
-        topology = common.load_topology(self.app, parsed_args.topology)
+        path = topology_path(parsed_args)
+        try:
+            topology = common.load_topology(self.app, path)
+        except errors.TopologyError as exc:
+            if self.as_text:
+                raise
+            self.app.stderr.write('%s\n' % exc)
+            self.exit_code = 1
+            return VALIDATE_FIELDS, (path, False, None, None, None,
+                                     str(exc).splitlines())
         groups = sum(len(h.groups) for h in topology.hosts.values())
         gpus = sum(len(h.gpus) for h in topology.hosts.values())
-        self.app.stdout.write('%s: valid: %d hosts, %d GPUs, %d groups\n' % (
-            parsed_args.topology, len(topology.hosts), gpus, groups))
+        self.summary = '%s: valid: %s, %s, %s\n' % (
+            path, common.plural(len(topology.hosts), 'host'),
+            common.plural(gpus, 'GPU'), common.plural(groups, 'group'))
+        return VALIDATE_FIELDS, (path, True, len(topology.hosts), gpus,
+                                 groups, [])
+
+    def produce_output(self, parsed_args, column_names, data):
+        if self.as_text:
+            self.app.stdout.write(self.summary)
+            return 0
+        return super().produce_output(parsed_args, column_names, data)
 
 
-class ShowTopology(command.Lister):
+class ShowTopology(common.Lister):
     """Show the NVLink groups a topology file defines, one row per group.
 
     ``members`` are normalized PCI addresses; ``modules`` the module ids
@@ -48,14 +101,13 @@ class ShowTopology(command.Lister):
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('topology', metavar='FILE',
-                            help='Topology file (YAML or JSON, version 1).')
+        add_topology_file_argument(parser)
         parser.add_argument('--host', metavar='HOST', action='append',
                             default=[], help='Only this host (repeatable).')
         return parser
 
     def take_action(self, parsed_args):
-        topology = common.load_topology(self.app, parsed_args.topology)
+        topology = common.load_topology(self.app, topology_path(parsed_args))
         rows = []
         for host in select_hosts(topology, parsed_args.host):
             for group in host.groups:
@@ -67,12 +119,14 @@ class ShowTopology(command.Lister):
         return SHOW_COLUMNS, rows
 
 
-class MergeTopology(command.Command):
+class MergeTopology(common.Command):
     """Merge topology fragments (from host inspect) into one topology file.
 
-    A host in two fragments is an error unless both are identical. The
-    merged document is validated before it is written: nothing is written
-    when anything is wrong.
+    A host in two fragments is an error unless both are identical; the
+    error shows both values and the files they come from. The merged
+    document is validated before it is written: nothing is written when
+    anything is wrong. Without -o (or with -o -) it goes to standard
+    output, the summary line to standard error.
     """
 
     auth_required = False
@@ -81,25 +135,36 @@ class MergeTopology(command.Command):
         parser = super().get_parser(prog_name)
         parser.add_argument('fragments', metavar='FRAGMENT', nargs='+',
                             help='Topology files or fragments (YAML/JSON).')
-        parser.add_argument('-o', '--output', metavar='FILE', required=True,
-                            help='Merged topology file to write (YAML).')
+        parser.add_argument('-o', '--output', metavar='FILE', default='-',
+                            help='Merged topology file to write (YAML; '
+                                 'default -, standard output).')
         return parser
 
     def take_action(self, parsed_args):
-        document = merge.merge(parsed_args.fragments, parsed_args.output)
-        topology = loader.parse(document, parsed_args.output,
+        output = parsed_args.output
+        to_stdout = output == '-'
+        # gpus_file paths are made relative to where the file will be.
+        target = '<stdout>' if to_stdout else output
+        document = merge.merge(parsed_args.fragments,
+                               'merged.yaml' if to_stdout else output)
+        topology = loader.parse(document, target,
                                 common.gpus_file_dirs(self.app))
         text = yaml.safe_dump(document, sort_keys=False,
                               default_flow_style=False)
+        summary = '%s: %s from %s\n' % (
+            target, common.plural(len(topology.hosts), 'host'),
+            common.plural(len(parsed_args.fragments), 'fragment'))
+        if to_stdout:
+            self.app.stdout.write(text)
+            self.app.stderr.write(summary)
+            return
         try:
-            with open(parsed_args.output, 'w', encoding='utf-8') as f:
+            with open(output, 'w', encoding='utf-8') as f:
                 f.write(text)
         except OSError as exc:
-            raise errors.NvlinkError('%s: %s' % (parsed_args.output,
+            raise errors.NvlinkError('%s: %s' % (output,
                                                  exc.strerror or exc))
-        self.app.stdout.write('%s: %d hosts from %d fragments\n' % (
-            parsed_args.output, len(topology.hosts),
-            len(parsed_args.fragments)))
+        self.app.stdout.write(summary)
 
 
 def select_hosts(topology, names):

@@ -56,11 +56,13 @@ token. :class:`PlacementClient` also holds the deadline of the whole run
 import collections
 import logging
 import random
+import re
 import threading
 import time
 
 from keystoneauth1 import exceptions as ks_exc
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 
 LOG = logging.getLogger(__name__)
@@ -186,6 +188,10 @@ class PlacementClient(object):
                 'written.' % (self.description, version,
                               _max_version(response) or detail),
                 status=status, code=code)
+        if (response.content and (status == 404 or status in expect) and
+                not _is_json(response)):
+            raise errors.PlacementError(_not_placement(response, url),
+                                        status=status)
         if status in tolerate:
             return None
         if status not in expect:
@@ -315,11 +321,44 @@ def _max_version(response):
         return None
 
 
+def _is_json(response):
+    return 'json' in response.headers.get('Content-Type', '').lower()
+
+
+def _what(response):
+    """A non-JSON body in a few words, e.g. ``an HTML page ("Oops")``."""
+    text = response.text.strip()
+    kind = response.headers.get('Content-Type', '').split(';')[0].strip()
+    if 'html' in kind.lower() or text[:1] == '<':
+        title = re.search(r'<title[^>]*>([^<]{1,200})</title>', text, re.I)
+        return 'an HTML page%s' % (
+            ' ("%s")' % ' '.join(title.group(1).split()) if title else '')
+    return '%s (%s)' % (kind or 'a body of unknown type',
+                        documents.short(text[:200]))
+
+
+def _not_placement(response, url):
+    """The message for an answer that is not Placement's.
+
+    Names the URL, what came back, and the endpoint to check.
+    """
+    full = response.url or url
+    path = url.split('?')[0]
+    endpoint = full[:full.find(path)] if path and path in full else full
+    return ('%s answered HTTP %d with %s, not JSON: %s does not look like '
+            'the Placement API (check --os-endpoint, or the placement '
+            'endpoint in the service catalog)'
+            % (full.split('?')[0], response.status_code, _what(response),
+               endpoint or full))
+
+
 def _decode_error(response):
     """Return ``(detail, code)`` from a Placement JSON error body."""
     try:
         error = response.json()['errors'][0]
     except (ValueError, KeyError, IndexError, TypeError):
+        if not _is_json(response) and response.text.strip():
+            return _what(response), None
         return response.text.strip()[:500] or response.reason, None
     detail = (error.get('detail') or error.get('title') or '').strip()
     # Placement prefixes details with the status line; keep the last line.

@@ -24,6 +24,7 @@ import os_resource_classes
 import os_traits
 from oslo_utils import uuidutils
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 
 FORMAT = 'nvlink-placement-snapshot'
@@ -297,7 +298,7 @@ def _schema_problems(document):
     the same but for uuid, name and parent), and jsonschema takes about
     half a millisecond per provider: each distinct shape is checked once.
     """
-    problems = [(tuple(e.absolute_path), e.message)
+    problems = [(tuple(e.absolute_path), documents.schema_message(e))
                 for e in _OUTLINE_VALIDATOR.iter_errors(document)]
     if problems:
         return sorted(problems, key=lambda p: [str(x) for x in p[0]])
@@ -313,7 +314,8 @@ def _schema_problems(document):
         if shape in valid:
             continue
         found = [(('resource_providers', i) + tuple(e.absolute_path),
-                  e.message) for e in _PROVIDER_VALIDATOR.iter_errors(rp)]
+                  documents.schema_message(e))
+                 for e in _PROVIDER_VALIDATOR.iter_errors(rp)]
         if found:
             problems.extend(sorted(found,
                                    key=lambda p: [str(x) for x in p[0]]))

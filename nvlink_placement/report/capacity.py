@@ -139,6 +139,22 @@ def hosts_from_state(state, uses, roots, topology=None,
     return hosts
 
 
+def not_reshaped(state, uses, roots):
+    """Names of the roots with two or more GPUs and no group provider.
+
+    No provider with the owner trait in the tree: Placement sees flat
+    GPUs, and only the 1-GPU and whole-host sizes have a known domain.
+    """
+    names = []
+    for root in roots:
+        tree = state.tree(root)
+        if sum(1 for p in tree if p.uuid in uses) < 2:
+            continue
+        if not any(naming.OWNER_TRAIT in p.traits for p in tree):
+            names.append(state.by_uuid[root].name)
+    return names
+
+
 def group_size(name):
     """Domain size from a group RP name, or None."""
     marker = '_nvlink-group-of-'

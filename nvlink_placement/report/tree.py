@@ -6,12 +6,21 @@ from nvlink_placement.placement import usage
 _MARKS = {usage.FREE: 'free', usage.USED: 'USED', usage.RESERVED: 'RESERVED'}
 
 
+COLUMNS = ('host', 'provider', 'parent', 'depth', 'traits', 'module',
+           'status')
+
+
+def _traits(provider):
+    """The traits a drawing shows: group traits, not the tool's markers."""
+    return sorted(t for t in provider.traits
+                  if t not in (naming.OWNER_TRAIT, naming.PCI_TRAIT) and
+                  not t.startswith(naming.MARKER_PREFIX))
+
+
 def _label(state, provider, uses, modules):
     """``name [traits] address module N status`` for one RP."""
     parts = [provider.name]
-    shown = sorted(t for t in provider.traits
-                   if t not in (naming.OWNER_TRAIT, naming.PCI_TRAIT) and
-                   not t.startswith(naming.MARKER_PREFIX))
+    shown = _traits(provider)
     if shown:
         parts.append('[%s]' % ', '.join(shown))
     if provider.uuid in uses:
@@ -53,6 +62,30 @@ def text(state, roots, uses, modules=None):
         for i, kid in enumerate(kids):
             walk(kid, '', i == len(kids) - 1)
     return '\n'.join(lines) + '\n'
+
+
+def rows(state, roots, uses, modules=None):
+    """One row per RP, in the order :func:`text` draws them.
+
+    ``(host, provider, parent, depth, traits, module, status)``: depth 0
+    is the compute node; module and status (free, used, reserved) only
+    for GPUs, None otherwise; traits a list.
+    """
+    modules = modules or {}
+    out = []
+
+    def walk(host, provider, parent, depth):
+        use = uses.get(provider.uuid)
+        out.append((host, provider.name, parent, depth, _traits(provider),
+                    modules.get(provider.name) if use else None,
+                    use.status if use else None))
+        for kid in _children(state, provider.uuid):
+            walk(host, kid, provider.name, depth + 1)
+
+    for root in roots:
+        provider = state.by_uuid[root]
+        walk(provider.name, provider, None, 0)
+    return out
 
 
 def dot(state, roots, uses, modules=None):

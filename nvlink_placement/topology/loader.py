@@ -65,6 +65,11 @@ def _schema_errors(document, validator_schema):
                        'version 1)' % documents.short(error.instance))
         else:
             message = _message(error)
+        if not where and error.validator == 'required':
+            message += ' at top level'
+        elif not where:
+            message = 'top level: %s%s' % (
+                message, ' (the file is empty)' if document is None else '')
         problems.append((where, message, False))
     problems.sort(key=lambda p: documents.keypath(p[0]))
     return problems
@@ -100,11 +105,8 @@ def _accepted_part(document, found):
 
 
 def _message(error):
-    """jsonschema's message, with the value it quotes cut short."""
-    shown = repr(error.instance)
-    if len(shown) <= documents.SHORT:
-        return error.message
-    return error.message.replace(shown, documents.short(error.instance))
+    """jsonschema's error in plain words (see documents.schema_message)."""
+    return documents.schema_message(error)
 
 
 def _one_of_message(error):

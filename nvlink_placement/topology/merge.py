@@ -8,6 +8,7 @@ valid relative to the merged file.
 
 import os
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.topology import loader
 
@@ -34,10 +35,10 @@ def merge(paths, output):
         prefix = document.get('group_trait_prefix')
         if prefix is not None:
             if merged.setdefault('group_trait_prefix', prefix) != prefix:
-                problems.append((path, 'group_trait_prefix %r differs from '
-                                 '%r in %s' % (prefix,
-                                               merged['group_trait_prefix'],
-                                               origin['group_trait_prefix'])))
+                problems.append((path, conflict(
+                    ['group_trait_prefix'], prefix, path,
+                    merged['group_trait_prefix'],
+                    origin['group_trait_prefix'])))
             origin.setdefault('group_trait_prefix', path)
         for kind in ('boards', 'hosts'):
             for name, spec in (document.get(kind) or {}).items():
@@ -47,8 +48,9 @@ def merge(paths, output):
                         os.path.join(base, spec['gpus_file']), out_dir))
                 section = merged.setdefault(kind, {})
                 if name in section and section[name] != spec:
-                    problems.append((path, '%s.%s differs from the one in %s'
-                                     % (kind, name, origin[(kind, name)])))
+                    problems.append((path, conflict(
+                        [kind, name], spec, path, section[name],
+                        origin[(kind, name)])))
                     continue
                 section[name] = spec
                 origin.setdefault((kind, name), path)
@@ -57,3 +59,42 @@ def merge(paths, output):
     if 'boards' in merged:
         merged = dict(merged, boards=merged.pop('boards'))
     return merged
+
+
+_MISSING = object()
+MAX_SHOWN = 3
+
+
+def _differences(parts, here, there):
+    """Key paths where ``here`` and ``there`` differ, with both values."""
+    if isinstance(here, dict) and isinstance(there, dict):
+        found = []
+        for key in list(there) + [k for k in here if k not in there]:
+            found += _differences(parts + [key], here.get(key, _MISSING),
+                                  there.get(key, _MISSING))
+        return found
+    if here == there:
+        return []
+    return [(parts, here, there)]
+
+
+def _show(value):
+    return 'not set' if value is _MISSING else documents.short(value)
+
+
+def conflict(parts, here, source, there, other):
+    """The message for one entry two fragments define differently.
+
+    Names the key paths that differ (at most :data:`MAX_SHOWN`) with the
+    value in each file: ``hosts.c1 differs from the one in a.yaml:
+    hosts.c1.board: 'hgx-b200-8gpu' in b.yaml, 'hgx-h100-8gpu' in
+    a.yaml``.
+    """
+    found = _differences(parts, here, there)
+    shown = ['%s: %s in %s, %s in %s' % (
+        documents.keypath(where), _show(mine), source, _show(theirs), other)
+        for where, mine, theirs in found[:MAX_SHOWN]]
+    if len(found) > MAX_SHOWN:
+        shown.append('and %d more' % (len(found) - MAX_SHOWN))
+    return '%s differs from the one in %s: %s' % (
+        documents.keypath(parts), other, '; '.join(shown))

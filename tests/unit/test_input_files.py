@@ -101,8 +101,8 @@ class TestAliasBombs(FilesTest):
                                      for i in range(20000)]}))
         found = self.problems(path)
         self.assertEqual(
-            ["%s: hosts: ['compute-0', 'compute-1', 'compute-2', "
-             "'compute-3', ...] is not of type 'object'" % path], found)
+            ["%s: hosts: expected a mapping, got a list ['compute-0', "
+             "'compute-1', 'compute-2', 'compute-3', ...]" % path], found)
 
 
 class TestCounts(FilesTest):
@@ -296,7 +296,7 @@ class TestGpusFile(FilesTest):
         result = self.openstack(
             '--os-nvlink-gpus-file-dir', os.path.join(self.dir, 'maps'),
             'nvlink', 'topology', 'validate', path)
-        self.assertEqual((0, '%s: valid: 1 hosts, 8 GPUs, 6 groups\n' % path),
+        self.assertEqual((0, '%s: valid: 1 host, 8 GPUs, 6 groups\n' % path),
                          (result.code, result.stdout))
 
     def test_contents_never_shown(self):

@@ -258,7 +258,8 @@ class TestLoader(base.BaseTestCase):
         found = self.problems(text)
         self.assertEqual(
             [('F: foo', 'unknown key'),
-             ('F: hosts.bad-type.gpus', "[1, 2] is not of type 'object'"),
+             ('F: hosts.bad-type.gpus',
+              'expected a mapping, got a list [1, 2]'),
              ('F: hosts.c1.bord', "unknown key (did you mean 'board'?)"),
              ('F: hosts.c1.gpus["0000:19:00.0"]',
               'module id 9 is not on board hgx-h100-8gpu (module ids 1, 2, '

@@ -202,6 +202,7 @@ class TestHookImports(base.BaseTestCase):
             allowed = ('nvlink_placement.hook', 'nvlink_placement.cmd',
                        'nvlink_placement.discovery', 'nvlink_placement.errors',
                        'nvlink_placement.documents',
+                       'nvlink_placement.helptext',
                        'nvlink_placement.topology.pci',
                        'nvlink_placement.topology.laminar',
                        'nvlink_placement.topology.boards')

@@ -1,0 +1,374 @@
+"""What the commands say and print: next steps, plain help, formats.
+
+In process against the embedded Placement (``--snapshot``), a tiny HTTP
+server that is not Placement, and no credentials at all.
+"""
+
+import configparser
+import http.server
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import fixtures
+from oslotest import base
+import yaml
+
+from nvlink_placement.cmd import partition_hook
+from nvlink_placement.flavors import novaconfig
+from nvlink_placement.topology import loader
+from tests.functional import base as fbase
+from tests.functional import cli
+
+RC = 'CUSTOM_PCI_10DE_2330'
+RST = re.compile(r'``|:[a-z]+:`')
+
+
+def _entry_points():
+    """The ``openstack nvlink`` commands registered in setup.cfg."""
+    config = configparser.ConfigParser()
+    config.read(os.path.join(fbase.ROOT, 'setup.cfg'))
+    lines = config['entry_points']['openstack.nvlink.v1'].split('\n')
+    return [line.split('=')[0].strip().split('_')[1:]
+            for line in lines if line.strip()]
+
+
+class _Html404(http.server.BaseHTTPRequestHandler):
+    """What a web server that is not Placement answers: an HTML 404."""
+
+    BODY = (b'<html><head><title>404 Not Found</title></head><body>'
+            b'<h1>Not Found</h1><hr><center>nginx</center></body></html>')
+
+    def do_GET(self):
+        self.send_response(404)
+        self.send_header('Content-Type', 'text/html')
+        self.send_header('Content-Length', str(len(self.BODY)))
+        self.end_headers()
+        self.wfile.write(self.BODY)
+
+    def log_message(self, *args):
+        pass
+
+
+class TestLiveModeErrors(base.BaseTestCase):
+
+    def test_no_credentials_names_snapshot(self):
+        self.useFixture(fixtures.EnvironmentVariable(
+            'OS_CLIENT_CONFIG_FILE', '/nonexistent/clouds.yaml'))
+        result = cli.run(self, 'nvlink', 'capacity')
+        self.assertEqual(1, result.code)
+        self.assertIn('no Placement credentials (Missing value auth-url '
+                      'required for auth plugin password): set OS_CLOUD '
+                      '(clouds.yaml) or --os-auth-url and the other --os-* '
+                      'options; or run offline against a snapshot file with '
+                      '--snapshot FILE', result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+
+    def test_flavor_by_name_with_snapshot(self):
+        result = cli.run(self, 'nvlink', 'flavor', 'verify', '--flavor',
+                         'gpu.h100.2x', '--topology', fbase.H100_TOPOLOGY,
+                         '--snapshot', fbase.H100_SNAPSHOT)
+        self.assertEqual(1, result.code)
+        self.assertIn('no compute API credentials', result.stderr)
+        self.assertIn('--flavor NAME reads the flavor from Nova even with '
+                      '--snapshot; offline, give the flavors as a file with '
+                      '--flavors FILE', result.stderr)
+
+    def test_endpoint_that_is_not_placement(self):
+        server = http.server.HTTPServer(('127.0.0.1', 0), _Html404)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        url = 'http://127.0.0.1:%d' % server.server_port
+        result = cli.run(self, '--os-auth-type', 'admin_token',
+                         '--os-token', 'admin', '--os-endpoint', url,
+                         'nvlink', 'capacity')
+        self.assertEqual(1, result.code)
+        self.assertEqual(
+            '%s/resource_providers answered HTTP 404 with an HTML page '
+            '("404 Not Found"), not JSON: %s does not look like the '
+            'Placement API (check --os-endpoint, or the placement endpoint '
+            'in the service catalog)\n' % (url, url), result.stderr)
+
+
+class TestHelp(base.BaseTestCase):
+
+    def test_help_is_plain_text(self):
+        commands = _entry_points()
+        self.assertEqual(14, len(commands))
+        for words in commands:
+            result = cli.run(self, 'nvlink', *words + ['--help'])
+            self.assertEqual(0, result.code, words)
+            self.assertIn(' nvlink %s [-h]' % ' '.join(words),
+                          result.stdout)
+            self.assertIsNone(RST.search(result.stdout),
+                              '%s: %s' % (words, result.stdout))
+        show = cli.run(self, 'nvlink', 'topology', 'show', '--help')
+        self.assertIn('"members" are normalized PCI addresses',
+                      ' '.join(show.stdout.split()))
+
+    def test_hook_help_is_plain_text(self):
+        out = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+        self.assertEqual(0, partition_hook.main(['--help']))
+        text = out.getvalue()
+        self.assertIsNone(RST.search(text), text)
+        self.assertIn('\nGUEST prepare begin -\n', text)
+
+    def test_flatten_host_help(self):
+        flatten = cli.run(self, 'nvlink', 'flatten', '--help').stdout
+        self.assertNotIn('every host of the topology', flatten)
+        self.assertIn('A compute host to flatten (repeatable; or --all).',
+                      ' '.join(flatten.split()))
+
+    def test_docs_keep_double_dashes(self):
+        scope = {}
+        with open(os.path.join(fbase.ROOT, 'doc', 'source', 'conf.py')) as f:
+            exec(compile(f.read(), 'conf.py', 'exec'), scope)
+        self.assertIs(False, scope['smartquotes'])
+
+    def test_scheduler_sample_matches_nova_config(self):
+        sample = configparser.ConfigParser(interpolation=None)
+        sample.read(os.path.join(fbase.ROOT, 'etc', 'nova',
+                                 'nova-scheduler.conf.sample'))
+        topology = loader.load(fbase.H100_TOPOLOGY)
+        settings = [s for s in novaconfig.settings(
+            list(topology.hosts.values()), 'h100', vendor_id='10de',
+            product_id='2330') if 'nova-scheduler' in s.service]
+        self.assertIn('PciPassthroughFilter', sample['filter_scheduler'][
+            'enabled_filters'].split(','))
+        self.assertEqual(
+            [(s.section, s.option, s.value) for s in settings],
+            [(s.section, s.option, sample[s.section][s.option])
+             for s in settings])
+
+
+class TestFormats(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def test_tree_json(self):
+        result = cli.run(self, 'nvlink', 'tree', '--snapshot',
+                         fbase.H100_SNAPSHOT, '--topology',
+                         fbase.H100_TOPOLOGY, '--host', 'compute-01',
+                         '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        rows = json.loads(result.stdout)
+        self.assertEqual(9, len(rows))
+        self.assertEqual({'host': 'compute-01', 'provider': 'compute-01',
+                          'parent': None, 'depth': 0, 'traits': [],
+                          'module': None, 'status': None}, rows[0])
+        self.assertEqual({'host': 'compute-01',
+                          'provider': 'compute-01_0000:4C:00.0',
+                          'parent': 'compute-01', 'depth': 1, 'traits': [],
+                          'module': 1, 'status': 'free'}, rows[3])
+        text = cli.run(self, 'nvlink', 'tree', '--snapshot',
+                       fbase.H100_SNAPSHOT, '--host', 'compute-01')
+        self.assertEqual('compute-01\n├── compute-01_0000:19:00.0 free\n',
+                         ''.join(text.stdout.splitlines(True)[:2]))
+
+    def test_validate_json_and_topology_option(self):
+        result = cli.run(self, 'nvlink', 'topology', 'validate',
+                         '--topology', fbase.H100_TOPOLOGY, '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual({'file': fbase.H100_TOPOLOGY, 'valid': True,
+                          'hosts': 2, 'gpus': 16, 'groups': 12,
+                          'problems': []}, json.loads(result.stdout))
+        bad = self.write('bad.yaml', 'version: 1\nhosts:\n  c1:\n'
+                                     '    groups:\n')
+        result = cli.run(self, 'nvlink', 'topology', 'validate', bad,
+                         '-f', 'json')
+        self.assertEqual(1, result.code)
+        self.assertEqual(
+            {'file': bad, 'valid': False, 'hosts': None, 'gpus': None,
+             'groups': None,
+             'problems': ['%s: hosts.c1.groups: expected a list, got null'
+                          % bad]}, json.loads(result.stdout))
+        both = cli.run(self, 'nvlink', 'topology', 'show', bad,
+                       '--topology', fbase.H100_TOPOLOGY)
+        self.assertEqual(1, both.code)
+        self.assertIn('two topology files: FILE %s and --topology %s; give '
+                      'one' % (bad, fbase.H100_TOPOLOGY), both.stderr)
+
+    def test_value_format_joins_lists(self):
+        result = cli.run(self, 'nvlink', 'topology', 'show', '--topology',
+                         fbase.H100_TOPOLOGY, '--host', 'compute-01',
+                         '-f', 'value', '-c', 'group', '-c', 'members',
+                         '-c', 'modules')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('compute-01_nvlink-group-of-2-a '
+                      '0000:4c:00.0,0000:5d:00.0 1,3\n', result.stdout)
+        self.assertNotIn('[', result.stdout)
+
+    def test_merge_to_stdout(self):
+        fragment = self.write('c1.yaml', 'version: 1\nhosts:\n  c1:\n'
+                                         '    groups:\n'
+                                         '      - ["0000:01:00.0", '
+                                         '"0000:02:00.0"]\n')
+        result = cli.run(self, 'nvlink', 'topology', 'merge', fragment)
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual({'version': 1, 'hosts': {'c1': {'groups': [
+            ['0000:01:00.0', '0000:02:00.0']]}}}, yaml.safe_load(
+            result.stdout))
+        self.assertEqual('<stdout>: 1 host from 1 fragment\n', result.stderr)
+        dash = cli.run(self, 'nvlink', 'topology', 'merge', fragment,
+                       '-o', '-')
+        self.assertEqual(result.stdout, dash.stdout)
+
+    def test_verify_host_and_query_column(self):
+        flavors = cli.run(self, 'nvlink', 'flavor', 'generate', '--topology',
+                          fbase.H100_TOPOLOGY, '--alias', 'h100',
+                          '--sizes', '1', '-f', 'json')
+        path = self.write('flavors.json', flavors.stdout)
+        args = ('nvlink', 'flavor', 'verify', '--flavors', path,
+                '--topology', fbase.H100_TOPOLOGY, '--resource-class', RC,
+                '--snapshot', fbase.H100_SNAPSHOT, '--host', 'compute-02')
+        result = cli.run(self, *args)
+        self.assertEqual(0, result.code, result.stderr)
+        lines = result.stdout.splitlines()
+        self.assertEqual('| flavor      | host       | candidates | '
+                         'valid_sets | invalid_sets | missing_sets |',
+                         lines[1])
+        self.assertEqual('| gpu.h100.1x | compute-02 |          8 |'
+                         '          8 |            0 |            0 |',
+                         lines[3])
+        self.assertEqual(5, len(lines))
+        query = cli.run(self, *args + ('-f', 'value', '-c', 'query'))
+        self.assertTrue(query.stdout.startswith('limit=1000&'),
+                        query.stdout)
+        longer = cli.run(self, *args + ('--long',))
+        self.assertIn('| query', longer.stdout.splitlines()[1])
+
+    def test_nova_config_reason_with_long(self):
+        args = ('nvlink', 'nova-config', '--topology', fbase.H100_TOPOLOGY,
+                '--alias', 'h100', '--vendor-id', '10de', '--product-id',
+                '2330')
+        table = cli.run(self, *args)
+        self.assertEqual(0, table.code, table.stderr)
+        self.assertEqual(['service', 'section', 'option', 'value'],
+                         table.stdout.splitlines()[1].replace(
+                             '|', ' ').split())
+        longer = cli.run(self, *args + ('--long',))
+        self.assertIn('reason', longer.stdout.splitlines()[1])
+
+    def test_wide_tree_warning_is_short(self):
+        result = cli.run(self, 'nvlink', 'flavor', 'generate', '--topology',
+                         fbase.H100_TOPOLOGY, '--alias', 'h100')
+        self.assertEqual(0, result.code, result.stderr)
+        start = result.stderr.index('compute-01, compute-02: 8 or more')
+        lines = result.stderr[start:].splitlines()[:6]
+        self.assertEqual(['  [placement] max_allocation_candidates = 1000',
+                          '  [placement] allocation_candidates_generation_'
+                          'strategy = breadth-first',
+                          '  [workarounds] optimize_for_wide_provider_trees'
+                          ' = True'], lines[3:6])
+        self.assertLess(max(len(line) for line in lines), 120)
+
+
+class TestWording(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def test_merge_conflict_shows_both_values(self):
+        a = self.write('a.yaml', 'version: 1\nhosts:\n  c1:\n'
+                                 '    board: hgx-h100-8gpu\n'
+                                 '    gpus: {"0000:01:00.0": 1}\n')
+        b = self.write('b.yaml', 'version: 1\nhosts:\n  c1:\n'
+                                 '    board: hgx-b200-8gpu\n'
+                                 '    gpus: {"0000:01:00.0": 1}\n')
+        result = cli.run(self, 'nvlink', 'topology', 'merge', a, b,
+                         '-o', os.path.join(self.tmp, 'out.yaml'))
+        self.assertEqual(1, result.code)
+        self.assertEqual(
+            "%s: hosts.c1 differs from the one in %s: hosts.c1.board: "
+            "'hgx-b200-8gpu' in %s, 'hgx-h100-8gpu' in %s\n" % (b, a, b, a),
+            result.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, 'out.yaml')))
+
+    def test_schema_errors_in_plain_words(self):
+        empty = self.write('empty.yaml', '')
+        missing = self.write('missing.yaml', 'hosts: {}\n')
+        for path, message in (
+                (empty, 'top level: expected a mapping, got null (the file '
+                        'is empty)'),
+                (missing, "missing required key 'version' at top level")):
+            result = cli.run(self, 'nvlink', 'topology', 'validate', path)
+            self.assertEqual(1, result.code)
+            self.assertEqual('%s: %s\n' % (path, message), result.stderr)
+
+    def test_counts_are_plural_only_when_more_than_one(self):
+        one = self.write('one.yaml', 'version: 1\nhosts:\n  c1:\n'
+                                     '    groups:\n'
+                                     '      - ["0000:01:00.0", '
+                                     '"0000:02:00.0"]\n')
+        result = cli.run(self, 'nvlink', 'topology', 'validate', one)
+        self.assertEqual('%s: valid: 1 host, 2 GPUs, 0 groups\n' % one,
+                         result.stdout)
+
+    def test_plan_error_does_not_claim_writes(self):
+        topo = self.write('t.yaml', 'version: 1\nhosts:\n  compute-09:\n'
+                                    '    groups:\n'
+                                    '      - ["0000:01:00.0", '
+                                    '"0000:02:00.0"]\n'
+                                    '      - ["0000:03:00.0", '
+                                    '"0000:04:00.0"]\n')
+        base_args = ('--topology', topo, '--snapshot', fbase.H100_SNAPSHOT)
+        dry = cli.run(self, 'nvlink', 'reshape', '--dry-run', *base_args)
+        self.assertEqual(1, dry.code)
+        self.assertIn('the plan is invalid; dry run: no changes made:\n',
+                      dry.stderr)
+        check = cli.run(self, 'nvlink', 'check', *base_args)
+        self.assertIn('the plan is invalid:\n', check.stderr)
+        self.assertNotIn('written', dry.stderr + check.stderr)
+
+    def test_capacity_names_hosts_not_reshaped(self):
+        result = cli.run(self, 'nvlink', 'capacity', '--snapshot',
+                         fbase.H100_SNAPSHOT, '-f', 'value', '-c', 'size')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual('1\n8\n1\n8\n1\n8\n', result.stdout)
+        self.assertIn('2 hosts not reshaped (compute-01, compute-02): no '
+                      'NVLink groups in Placement, so only sizes 1 and '
+                      'whole-host are listed; run "openstack nvlink '
+                      'reshape"', result.stderr)
+        saved = os.path.join(self.tmp, 'reshaped.json')
+        reshape = cli.run(self, 'nvlink', 'reshape', '--topology',
+                          fbase.H100_TOPOLOGY, '--snapshot',
+                          fbase.H100_SNAPSHOT, '--save-snapshot', saved)
+        self.assertEqual(0, reshape.code, reshape.stderr)
+        after = cli.run(self, 'nvlink', 'capacity', '--snapshot', saved)
+        self.assertNotIn('not reshaped', after.stderr)
+
+    def test_dry_run_with_save_snapshot_is_a_usage_error(self):
+        saved = os.path.join(self.tmp, 'out.json')
+        # argparse exits the process: run the real CLI.
+        result = subprocess.run(
+            [sys.executable, '-m', 'openstackclient.shell', 'nvlink',
+             'reshape', '--topology', fbase.H100_TOPOLOGY, '--snapshot',
+             fbase.H100_SNAPSHOT, '--dry-run', '--save-snapshot', saved],
+            capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn('argument --save-snapshot: not allowed with argument '
+                      '--dry-run', result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        self.assertFalse(os.path.exists(saved))
