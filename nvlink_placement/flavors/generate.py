@@ -38,6 +38,10 @@ DEFAULT_VCPUS_PER_GPU = 16
 DEFAULT_RAM_PER_GPU = 131072   # MiB
 DEFAULT_DISK = 100             # GB
 
+# The largest vcpus, ram (MiB) or disk (GB) Nova's flavor API accepts
+# (nova/api/openstack/compute/schemas/flavor_manage.py: db MAX_INT).
+MAX_AMOUNT = 0x7FFFFFFF
+
 ALIAS_KEY = 'pci_passthrough:alias'
 SUBTREE_KEY = 'placement:same_subtree'
 POLICY_KEY = 'placement:group_policy'
@@ -273,6 +277,9 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
         if value < least:
             raise errors.NvlinkError('%s must be at least %d, not %d'
                                      % (what, least, value))
+        if value > MAX_AMOUNT:
+            raise errors.NvlinkError('%s must be at most %d (Nova\'s limit '
+                                     'for a flavor)' % (what, MAX_AMOUNT))
     explicit = sizes is not None
     wanted = sorted(set(sizes)) if explicit else default_sizes(hosts)
     kinds, refused = {}, []
@@ -294,6 +301,14 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
                 '--name-template %r gives sizes %d and %d the same name %r; '
                 'include {size}' % (name_template, names[name], size, name))
         names[name] = size
+        for what, per_gpu in (('vcpus', vcpus_per_gpu),
+                              ('ram', ram_per_gpu)):
+            if per_gpu * size > MAX_AMOUNT:
+                raise errors.NvlinkError(
+                    'the %d-GPU flavor would get %s %d, above Nova\'s limit '
+                    'of %d: lower --%s-per-gpu' % (
+                        size, what, per_gpu * size, MAX_AMOUNT,
+                        'vcpus' if what == 'vcpus' else 'ram'))
         flavors.append(FlavorSpec(
             name=name, size=size, kind=kind, vcpus=vcpus_per_gpu * size,
             ram=ram_per_gpu * size, disk=disk,

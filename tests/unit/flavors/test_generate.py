@@ -137,6 +137,19 @@ class TestGenerate(base.BaseTestCase):
                                 H100, 'h100', vcpus_per_gpu=0)
         self.assertEqual('--vcpus-per-gpu must be at least 1, not 0',
                          str(exc))
+        exc = self.assertRaises(errors.NvlinkError, generate.generate,
+                                H100, 'h100', disk=10 ** 20)
+        self.assertEqual("--disk must be at most 2147483647 (Nova's limit "
+                         "for a flavor)", str(exc))
+        # Fits per GPU, not for the 8-GPU flavor.
+        exc = self.assertRaises(errors.NvlinkError, generate.generate,
+                                H100, 'h100', ram_per_gpu=2 ** 30)
+        self.assertEqual("the 2-GPU flavor would get ram 2147483648, above "
+                         "Nova's limit of 2147483647: lower --ram-per-gpu",
+                         str(exc))
+        largest = generate.generate(H100, 'h100',
+                                    vcpus_per_gpu=0x7FFFFFFF // 8)
+        self.assertEqual(0x7FFFFFFF // 8 * 8, largest.flavors[-1].vcpus)
 
     def test_parse_sizes(self):
         self.assertEqual([1, 2, 4], generate.parse_sizes(' 4,1, 2,2'))
