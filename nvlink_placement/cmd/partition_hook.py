@@ -18,7 +18,9 @@ Standard output stays empty: for ``migrate begin`` and ``restore begin``
 as a replacement domain XML, and empty output keeps the XML unchanged.
 Settings: ``/etc/nvlink-placement/hook.conf`` (see
 :mod:`nvlink_placement.hook.config`). Exit status: 0 done or nothing to
-do, 1 failure (refused start), 2 wrong arguments. Every failure,
+do, 1 failure (refused start), 3 wrong arguments (the usage error
+status of every nvlink-placement command; libvirt only tells zero from
+non-zero). Every failure,
 unreadable domain XML included, is one line and follows the policy.
 
 Runs on a compute node with nothing but Python 3.10+: it imports no
@@ -119,7 +121,7 @@ def main(argv=None):
         return 0
     if len(argv) < 3:
         sys.stderr.write(USAGE)
-        return 2
+        return errors.USAGE_ERROR
     action = ACTIONS.get((argv[1], argv[2]))
     if action is None:
         return 0

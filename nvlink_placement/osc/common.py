@@ -13,11 +13,79 @@ import sys
 
 from cliff import columns
 from keystoneauth1 import adapter as ks_adapter
+from osc_lib.command import command
 
 from nvlink_placement import errors
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import loader
+
+
+#: Exit status of a usage error (see :data:`errors.USAGE_ERROR`); never 2,
+#: which ``check`` uses for drift.
+USAGE_ERROR = errors.USAGE_ERROR
+
+
+class _UsageErrorParser(object):
+    """argparse parser mixin: a usage error exits :data:`USAGE_ERROR`.
+
+    argparse prints the usage and exits 2 (``ArgumentParser.error``); cliff
+    lets that ``SystemExit`` through, so ``openstack`` would exit 2 too.
+    """
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, '%s: error: %s\n' % (self.prog, message))
+
+
+_PARSER_CLASSES = {}
+
+
+def usage_errors_exit_3(parser):
+    """Make ``parser`` exit :data:`USAGE_ERROR` on a usage error.
+
+    Works on whatever parser class cliff made (it has no factory hook):
+    the parser becomes an instance of a subclass that overrides ``error``.
+    """
+    cls = type(parser)
+    if not issubclass(cls, _UsageErrorParser):
+        if cls not in _PARSER_CLASSES:
+            _PARSER_CLASSES[cls] = type(cls.__name__,
+                                        (_UsageErrorParser, cls), {})
+        parser.__class__ = _PARSER_CLASSES[cls]
+    return parser
+
+
+class _UsageErrors(object):
+    """Command mixin: usage errors, argparse's and ours, exit 3.
+
+    An :class:`errors.UsageError` raised while the command runs (options
+    that do not go together) is reported like an argparse error: usage,
+    message, exit :data:`USAGE_ERROR`.
+    """
+
+    _usage_parser = None
+
+    def get_parser(self, prog_name):
+        self._usage_parser = usage_errors_exit_3(
+            super().get_parser(prog_name))
+        return self._usage_parser
+
+    def run(self, parsed_args):
+        try:
+            return super().run(parsed_args)
+        except errors.UsageError as exc:
+            if self._usage_parser is None:
+                raise
+            self._usage_parser.error(str(exc))
+
+
+class Command(_UsageErrors, command.Command):
+    """Base of our commands without output rows."""
+
+
+class Lister(_UsageErrors, command.Lister):
+    """Base of our listing commands."""
 
 
 def add_placement_arguments(parser, save=True):
@@ -120,9 +188,9 @@ def placement(app, parsed_args):
     path = getattr(parsed_args, 'snapshot', None)
     save = getattr(parsed_args, 'save_snapshot', None)
     if save and not path:
-        raise errors.NvlinkError('--save-snapshot needs --snapshot (a live '
-                                 'cloud is exported with "openstack nvlink '
-                                 'snapshot")')
+        raise errors.UsageError('--save-snapshot needs --snapshot (a live '
+                                'cloud is exported with "openstack nvlink '
+                                'snapshot")')
     if not path:
         yield live_client(app, parsed_args)
         return

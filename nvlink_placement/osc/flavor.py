@@ -8,7 +8,6 @@ import shlex
 from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
 from osc_lib.cli import format_columns
-from osc_lib.command import command
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import compute
@@ -54,7 +53,7 @@ def _warn_wide(hosts, sizes):
                     ', '.join(wide), novaconfig.WIDE_HOST_GPUS, max(sizes))
 
 
-class GenerateFlavors(command.Lister):
+class GenerateFlavors(common.Lister):
     """Generate flavors whose GPUs come from one NVLink domain.
 
     For N GPUs of alias A whose N-GPU NVLink groups carry trait
@@ -116,7 +115,7 @@ class GenerateFlavors(command.Lister):
 
     def take_action(self, parsed_args):
         if parsed_args.dry_run and not parsed_args.apply:
-            raise errors.NvlinkError('--dry-run goes with --apply')
+            raise errors.UsageError('--dry-run goes with --apply')
         topology, hosts = _hosts(self.app, parsed_args)
         result = generate.generate(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
@@ -161,7 +160,7 @@ def print_commands(flavor):
     return ''.join(lines)
 
 
-class VerifyFlavors(command.Lister):
+class VerifyFlavors(common.Lister):
     """Prove flavors against Placement: every candidate is one NVLink domain.
 
     For each flavor, builds the GET /allocation_candidates query exactly
@@ -309,7 +308,7 @@ def _release(text):
         raise argparse.ArgumentTypeError(str(exc))
 
 
-class NovaConfig(command.Lister):
+class NovaConfig(common.Lister):
     """Print the Nova and Placement settings to pair with the NVLink tree.
 
     [pci] device_spec and alias for the topology's GPUs,

@@ -6,7 +6,6 @@ No logic here: the options and the work of ``inspect`` live in
 partitions`.
 """
 
-from osc_lib.command import command
 
 from nvlink_placement.discovery import options
 from nvlink_placement.hook import fabric
@@ -14,7 +13,7 @@ from nvlink_placement.hook import partitions
 from nvlink_placement.osc import common
 
 
-class HostInspect(command.Command):
+class HostInspect(common.Command):
     """Print this host's topology fragment (GPUs, NVLink domains, health).
 
     Runs on the compute host; needs no cloud credentials.
@@ -30,7 +29,7 @@ class HostInspect(command.Command):
         options.execute(parsed_args, self.app.stdout)
 
 
-class HostPartitions(command.Lister):
+class HostPartitions(common.Lister):
     """List this host's Fabric Manager partitions: active or not, and GPUs.
 
     Runs on the compute host; needs no cloud credentials. One row per

@@ -1,6 +1,5 @@
 """``openstack nvlink capacity`` and ``openstack nvlink tree``."""
 
-from osc_lib.command import command
 
 from nvlink_placement.osc import common
 from nvlink_placement.placement import naming
@@ -42,7 +41,7 @@ def _topology(app, parsed_args):
     return topology, topology.trait_prefix
 
 
-class Capacity(command.Lister):
+class Capacity(common.Lister):
     """How many more instances of each size fit, per host and in total.
 
     One row per host and size (1, every NVLink domain size, the whole
@@ -69,7 +68,7 @@ class Capacity(command.Lister):
         return capacity.COLUMNS, capacity.rows(hosts)
 
 
-class Tree(command.Command):
+class Tree(common.Command):
     """Show the resource provider tree of each host, with GPU usage.
 
     Text: one line per provider with its group traits, module id (with

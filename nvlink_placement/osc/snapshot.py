@@ -2,7 +2,6 @@
 write the flat tree Nova would report for a topology."""
 
 import os_resource_classes
-from osc_lib.command import command
 
 from nvlink_placement import errors
 from nvlink_placement.osc import common
@@ -36,7 +35,7 @@ def _progress(total, unit):
     return bar
 
 
-class Snapshot(command.Command):
+class Snapshot(common.Command):
     """Export compute node trees from Placement into a snapshot file.
 
     Read only. Exports the trees of the given hosts, or of every tree that
@@ -110,8 +109,8 @@ class Snapshot(command.Command):
     def _from_topology(self, parsed_args):
         for name in ('vcpus', 'memory_mb', 'disk_gb'):
             if getattr(parsed_args, name) < 1:
-                raise errors.NvlinkError('--%s must be at least 1'
-                                         % name.replace('_', '-'))
+                raise errors.UsageError('--%s must be at least 1'
+                                        % name.replace('_', '-'))
         topology = common.load_topology(self.app, parsed_args.from_topology)
         rc = parsed_args.resource_class
         return nova_tree.from_topology(

@@ -1,6 +1,5 @@
 """``openstack nvlink topology validate|show``."""
 
-from osc_lib.command import command
 import yaml
 
 from nvlink_placement import errors
@@ -11,7 +10,7 @@ from nvlink_placement.topology import merge
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
 
 
-class ValidateTopology(command.Command):
+class ValidateTopology(common.Command):
     """Validate a topology file and report every problem with its location.
 
     Exits 0 and prints a one-line summary when the file is valid; exits 1
@@ -34,7 +33,7 @@ class ValidateTopology(command.Command):
             parsed_args.topology, len(topology.hosts), gpus, groups))
 
 
-class ShowTopology(command.Lister):
+class ShowTopology(common.Lister):
     """Show the NVLink groups a topology file defines, one row per group.
 
     ``members`` are normalized PCI addresses; ``modules`` the module ids
@@ -67,7 +66,7 @@ class ShowTopology(command.Lister):
         return SHOW_COLUMNS, rows
 
 
-class MergeTopology(command.Command):
+class MergeTopology(common.Command):
     """Merge topology fragments (from host inspect) into one topology file.
 
     A host in two fragments is an error unless both are identical. The
