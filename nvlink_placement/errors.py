@@ -6,8 +6,23 @@ file, key path or resource provider involved.
 """
 
 
+#: Exit status of a usage error (unknown or missing option, bad option
+#: value, options that do not go together), for every command and console
+#: script: Nagios' UNKNOWN. 0 is success (in sync), 1 an error, 2 drift
+#: (``check``).
+USAGE_ERROR = 3
+
+
 class NvlinkError(Exception):
     """A user-facing error with a complete, self-explaining message."""
+
+
+class UsageError(NvlinkError):
+    """Options that do not go together, or a bad option value.
+
+    Like an argparse error, the command prints its usage and exits
+    :data:`USAGE_ERROR`, not 1.
+    """
 
 
 class TopologyError(NvlinkError):

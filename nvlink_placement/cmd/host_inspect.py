@@ -19,9 +19,21 @@ from nvlink_placement import errors
 PROG = 'nvlink-host-inspect'
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error exits :data:`errors.USAGE_ERROR`, not argparse's 2."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(errors.USAGE_ERROR, '%s: error: %s\n' % (self.prog,
+                                                           message))
+
+
 def main(argv=None):
-    """Console script entry point; returns the exit status (0 or 1)."""
-    parser = argparse.ArgumentParser(
+    """Console script entry point; returns the exit status.
+
+    0 done, 1 error; a usage error exits :data:`errors.USAGE_ERROR` (3).
+    """
+    parser = _Parser(
         prog=PROG, description=__doc__.split('\n\n')[1])
     options.add_arguments(parser)
     args = parser.parse_args(argv)

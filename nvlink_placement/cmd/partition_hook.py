@@ -17,8 +17,10 @@ Standard output stays empty: for ``migrate begin`` and ``restore begin``
 (and for every script in ``/etc/libvirt/hooks/qemu.d/``) libvirt reads it
 as a replacement domain XML, and empty output keeps the XML unchanged.
 Settings: ``/etc/nvlink-placement/hook.conf`` (see the partition hook
-chapter of the documentation). Exit status: 0 done or nothing to
-do, 1 failure (refused start), 2 wrong arguments. Every failure,
+chapter of the documentation). Exit status: 0 done or nothing to do,
+1 failure (refused start), 3 wrong arguments (the usage error status of
+every nvlink-placement command; libvirt only tells zero from non-zero).
+Every failure,
 unreadable domain XML included, is one line and follows the policy.
 
 Runs on a compute node with nothing but Python 3.10+: it imports no
@@ -121,7 +123,7 @@ def main(argv=None):
         return 0
     if len(argv) < 3:
         sys.stderr.write(USAGE)
-        return 2
+        return errors.USAGE_ERROR
     action = ACTIONS.get((argv[1], argv[2]))
     if action is None:
         return 0

@@ -30,6 +30,65 @@ SNAPSHOT_HINT = 'or run offline against a snapshot file with --snapshot FILE'
 FLAT_FORMATS = ('value', 'csv')
 
 
+#: Exit status of a usage error (see :data:`errors.USAGE_ERROR`); never 2,
+#: which ``check`` uses for drift.
+USAGE_ERROR = errors.USAGE_ERROR
+
+
+class _UsageErrorParser(object):
+    """argparse parser mixin: a usage error exits :data:`USAGE_ERROR`.
+
+    argparse prints the usage and exits 2 (``ArgumentParser.error``); cliff
+    lets that ``SystemExit`` through, so ``openstack`` would exit 2 too.
+    """
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, '%s: error: %s\n' % (self.prog, message))
+
+
+_PARSER_CLASSES = {}
+
+
+def usage_errors_exit_3(parser):
+    """Make ``parser`` exit :data:`USAGE_ERROR` on a usage error.
+
+    Works on whatever parser class cliff made (it has no factory hook):
+    the parser becomes an instance of a subclass that overrides ``error``.
+    """
+    cls = type(parser)
+    if not issubclass(cls, _UsageErrorParser):
+        if cls not in _PARSER_CLASSES:
+            _PARSER_CLASSES[cls] = type(cls.__name__,
+                                        (_UsageErrorParser, cls), {})
+        parser.__class__ = _PARSER_CLASSES[cls]
+    return parser
+
+
+class _UsageErrors(object):
+    """Command mixin: usage errors, argparse's and ours, exit 3.
+
+    An :class:`errors.UsageError` raised while the command runs (options
+    that do not go together) is reported like an argparse error: usage,
+    message, exit :data:`USAGE_ERROR`.
+    """
+
+    _usage_parser = None
+
+    def get_parser(self, prog_name):
+        self._usage_parser = usage_errors_exit_3(
+            super().get_parser(prog_name))
+        return self._usage_parser
+
+    def run(self, parsed_args):
+        try:
+            return super().run(parsed_args)
+        except errors.UsageError as exc:
+            if self._usage_parser is None:
+                raise
+            self._usage_parser.error(str(exc))
+
+
 class _PlainHelpFormatter(cliff_argparse.SmartHelpFormatter):
     """cliff's help formatter, printing descriptions without rST markup."""
 
@@ -66,11 +125,11 @@ class _Plain(object):
         return parser
 
 
-class Command(_Plain, command.Command):
-    """osc-lib's Command with plain-text help."""
+class Command(_UsageErrors, _Plain, command.Command):
+    """osc-lib's Command: plain-text help, usage errors exit 3."""
 
 
-class Lister(_Plain, command.Lister):
+class Lister(_UsageErrors, _Plain, command.Lister):
     """osc-lib's Lister: plain-text help, lists flat in value and csv."""
 
     def produce_output(self, parsed_args, column_names, data):
@@ -79,7 +138,7 @@ class Lister(_Plain, command.Lister):
         return super().produce_output(parsed_args, column_names, data)
 
 
-class ShowOne(_Plain, command.ShowOne):
+class ShowOne(_UsageErrors, _Plain, command.ShowOne):
     """osc-lib's ShowOne: plain-text help, lists flat in value and csv."""
 
     def produce_output(self, parsed_args, column_names, data):
@@ -232,9 +291,9 @@ def placement(app, parsed_args):
     path = getattr(parsed_args, 'snapshot', None)
     save = getattr(parsed_args, 'save_snapshot', None)
     if save and not path:
-        raise errors.NvlinkError('--save-snapshot needs --snapshot (a live '
-                                 'cloud is exported with "openstack nvlink '
-                                 'snapshot")')
+        raise errors.UsageError('--save-snapshot needs --snapshot (a live '
+                                'cloud is exported with "openstack nvlink '
+                                'snapshot")')
     if not path:
         yield live_client(app, parsed_args)
         return

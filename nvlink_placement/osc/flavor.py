@@ -113,7 +113,7 @@ class GenerateFlavors(common.Lister):
 
     def take_action(self, parsed_args):
         if parsed_args.dry_run and not parsed_args.apply:
-            raise errors.NvlinkError('--dry-run goes with --apply')
+            raise errors.UsageError('--dry-run goes with --apply')
         topology, hosts = _hosts(self.app, parsed_args)
         result = generate.generate(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,

@@ -1,6 +1,7 @@
 """``openstack nvlink reshape``, ``check`` and ``flatten``."""
 
 import logging
+import time
 
 
 from nvlink_placement import errors
@@ -8,7 +9,11 @@ from nvlink_placement.osc import common
 from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
+from nvlink_placement.plan import repair
 from nvlink_placement.plan import run
+from nvlink_placement.report import metrics
+from nvlink_placement import textfile
+from nvlink_placement.topology import pci
 
 LOG = logging.getLogger(__name__)
 DEFAULT_WORKERS = 8
@@ -83,10 +88,7 @@ class _PlanCommand(common.Lister):
                 if tracker.bar is not None:
                     tracker.bar.close()
             report_retries(client)
-        for finding in result.findings:
-            if finding.drift == act.SPLIT_ALLOCATION:
-                LOG.warning('%s: %s: %s', finding.host, finding.provider,
-                            finding.detail)
+        warn_findings(result.findings)
         shown = result.written() if result.applied else result.actions
         if not result.actions:
             self.app.stderr.write('nothing to do: Placement already matches\n')
@@ -104,6 +106,26 @@ class _PlanCommand(common.Lister):
                       common.plural(len(result.failures), 'host'))
             self.exit_code = 1
         return act.COLUMNS, [a.row() for a in shown]
+
+
+def warn_findings(findings):
+    """Warn about the drift the writes leave as it is (check's findings).
+
+    A Nova PCI provider of a topology host that the topology does not list
+    stays flat; an instance with GPUs in two NVLink domains keeps them; an
+    unhealthy GPU in no group is not reserved.
+    """
+    for finding in findings:
+        if finding.drift == act.UNKNOWN_GPU:
+            LOG.warning('%s: Nova PCI provider %s (%s) is not in the '
+                        'topology: it stays flat, in no NVLink group (list '
+                        'it in the topology, in a group or excluded)',
+                        finding.host, finding.provider,
+                        pci.address_of_provider(finding.host,
+                                                finding.provider))
+        else:
+            LOG.warning('%s: %s: %s', finding.host, finding.provider,
+                        finding.detail)
 
 
 def report_retries(client):
@@ -129,7 +151,9 @@ class Reshape(_PlanCommand):
     command then exits 1. Transient Placement failures (no connection, no
     answer, HTTP 5xx) are retried for --retry-window seconds; an interrupted
     run is finished by running it again, or undone by flatten. Warns about
-    instances whose GPUs end up in different NVLink domains.
+    instances whose GPUs end up in different NVLink domains, and names each
+    Nova PCI provider of a topology host that the topology does not list
+    (it stays flat).
     """
 
     def get_parser(self, prog_name):
@@ -174,8 +198,8 @@ class Flatten(_PlanCommand):
 
     def take_action(self, parsed_args):
         if not parsed_args.host and not parsed_args.all:
-            raise errors.NvlinkError('name the hosts to flatten with --host '
-                                     '(repeatable), or give --all')
+            raise errors.UsageError('name the hosts to flatten with --host '
+                                    '(repeatable), or give --all')
         hosts = [desired.flat(name) for name in
                  dict.fromkeys(parsed_args.host)]
 
@@ -193,10 +217,14 @@ class Check(_PlanCommand):
     Prints what reshape would do (nothing is written), one row per action
     with the drift it repairs: missing-group, missing-trait, wrong-parent,
     unexpected-group, missing-reservation, stale-reservation; and rows
-    without an action for unknown-gpu (a Nova PCI provider the topology
-    does not know) and split-allocation (an instance holding GPUs of more
-    than one NVLink domain of its size). Exits 0 when in sync, 2 on drift:
-    for CI and monitoring (-f json).
+    without an action for unknown-gpu (a Nova PCI provider of a topology
+    host that the topology does not list) and split-allocation (an
+    instance holding GPUs of more than one NVLink domain of its size).
+    Every row names its repair: the reshape or flatten command that
+    repairs it, or "not automatic: ..." and what to do by hand. Exits 0
+    when in sync, 1 on an error, 2 on drift, 3 on a usage error; with
+    --prometheus-textfile it also writes the result as metrics for the
+    node exporter.
     """
 
     def get_parser(self, prog_name):
@@ -204,31 +232,88 @@ class Check(_PlanCommand):
         add_topology_arguments(
             parser, 'Ignore GPU health (no reservation drift).')
         parser.add_argument('--all', action='store_true',
-                            help='Also check every compute node tree holding '
-                                 'Nova PCI providers that the topology does '
-                                 'not list.')
+                            help='Also check the compute node trees that '
+                                 'hold group providers of this tool but are '
+                                 'not in the topology (a host dropped from '
+                                 'it); "flatten --host" repairs them.')
+        parser.add_argument(
+            '--prometheus-textfile', metavar='PATH',
+            help='Also write the result as Prometheus metrics to PATH, '
+                 'atomically (node exporter textfile collector; PATH ends '
+                 'in .prom): drift rows per kind and per host, hosts '
+                 'checked and in sync, success, duration and the time of '
+                 'the last successful check. Written on error too (success '
+                 '0, the earlier last-success time kept).')
         common.add_placement_arguments(parser, save=False)
         common.add_retry_arguments(parser)
         return parser
 
     def take_action(self, parsed_args):
-        hosts = desired_hosts(self.app, parsed_args,
-                              health=not parsed_args.no_health)
-
-        def unknown(state, names):
-            return [desired.flat(name, known=False) for name in
-                    run.hosts_with_gpus(state) if name not in names]
-        with common.placement(self.app, parsed_args) as client:
-            result = run.run(client, hosts, apply=False,
-                             more_hosts=unknown if parsed_args.all else None,
-                             allocations=run.ALL_HOSTS)
-            report_retries(client)
-        rows = [a.check_row() for a in result.actions + result.findings]
+        started = time.monotonic()
+        found = {}
+        try:
+            rows = self.check(parsed_args, found)
+        except Exception:
+            self.write_metrics(parsed_args, started, found, success=False)
+            raise
+        self.write_metrics(parsed_args, started, found, success=True)
         self.exit_code = 2 if rows else 0
         if not rows:
             self.app.stderr.write('in sync: Placement matches the '
                                   'topology\n')
         return act.CHECK_COLUMNS, rows
+
+    def check(self, parsed_args, found):
+        hosts = desired_hosts(self.app, parsed_args,
+                              health=not parsed_args.no_health)
+        names = {h.name for h in hosts}
+
+        def outside(state, names):
+            with_groups, flat = run.hosts_outside(state, names)
+            found['outside'] = with_groups
+            found['not_in_topology'] = flat
+            if flat:
+                LOG.info('not in the topology, flat, not checked: %s',
+                         ', '.join(flat))
+            return [desired.flat(name, known=False) for name in with_groups]
+        with common.placement(self.app, parsed_args) as client:
+            result = run.run(client, hosts, apply=False,
+                             more_hosts=outside if parsed_args.all else None,
+                             allocations=run.ALL_HOSTS)
+            report_retries(client)
+        context = repair.Context(
+            parsed_args.topology, frozenset(names),
+            hosts=tuple(dict.fromkeys(parsed_args.host)),
+            reshape_options=('--no-health',) if parsed_args.no_health
+            else (),
+            global_options=tuple(
+                arg for d in common.gpus_file_dirs(self.app)
+                for arg in ('--os-nvlink-gpus-file-dir', d)))
+        drift = result.actions + result.findings
+        found['hosts'] = sorted(names | set(found.get('outside', ())))
+        found['rows'] = [(a.host, a.drift) for a in drift]
+        return [a.check_row(repair.text(a, context)) for a in drift]
+
+    def write_metrics(self, parsed_args, started, found, success):
+        path = parsed_args.prometheus_textfile
+        if not path:
+            return
+        if success:
+            last = time.time()
+        else:
+            last = metrics.last_success(textfile.read(path))
+        not_in_topology = found.get('not_in_topology')
+        text = metrics.render(
+            success, time.monotonic() - started, last_success=last,
+            rows=found.get('rows'), hosts=found.get('hosts'),
+            not_in_topology=None if not_in_topology is None
+            else len(not_in_topology))
+        try:
+            textfile.write(path, text)
+        except errors.NvlinkError as exc:
+            if success:
+                raise
+            LOG.error('%s', exc)
 
 
 class _Tracker(object):

@@ -109,8 +109,8 @@ class Snapshot(common.Command):
     def _from_topology(self, parsed_args):
         for name in ('vcpus', 'memory_mb', 'disk_gb'):
             if getattr(parsed_args, name) < 1:
-                raise errors.NvlinkError('--%s must be at least 1'
-                                         % name.replace('_', '-'))
+                raise errors.UsageError('--%s must be at least 1'
+                                        % name.replace('_', '-'))
         topology = common.load_topology(self.app, parsed_args.from_topology)
         rc = parsed_args.resource_class
         return nova_tree.from_topology(

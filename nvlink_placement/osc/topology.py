@@ -31,12 +31,12 @@ def topology_path(parsed_args):
     """
     positional, option = parsed_args.topology_file, parsed_args.topology
     if positional and option and positional != option:
-        raise errors.NvlinkError('two topology files: FILE %s and '
-                                 '--topology %s; give one'
-                                 % (positional, option))
+        raise errors.UsageError('two topology files: FILE %s and '
+                                '--topology %s; give one'
+                                % (positional, option))
     if not (positional or option):
-        raise errors.NvlinkError('no topology file: give FILE or '
-                                 '--topology FILE')
+        raise errors.UsageError('no topology file: give FILE or '
+                                '--topology FILE')
     return positional or option
 
 

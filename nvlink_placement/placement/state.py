@@ -12,6 +12,7 @@ import typing
 import urllib.parse
 
 from nvlink_placement import errors
+from nvlink_placement import hostnames
 from nvlink_placement.placement import naming
 
 
@@ -70,6 +71,11 @@ class State(object):
                  if trait in p.traits and p.root_uuid in self.by_uuid}
         return sorted(roots, key=lambda u: self.by_uuid[u].name)
 
+    def root_names(self):
+        """Names of the root providers (compute nodes, mostly)."""
+        return [p.name for p in self.by_uuid.values()
+                if p.parent_uuid is None]
+
     def select_roots(self, hosts):
         """Root UUIDs of the compute nodes ``hosts``, in that order.
 
@@ -84,7 +90,9 @@ class State(object):
             rp = self.by_name.get(name)
             if rp is None or rp.parent_uuid:
                 raise errors.NvlinkError(
-                    'no compute node resource provider named %r' % name)
+                    'no compute node resource provider named %r%s' % (
+                        name, hostnames.did_you_mean(
+                            name, self.root_names())))
             roots.append(rp.uuid)
         return roots
 

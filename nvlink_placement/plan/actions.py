@@ -9,7 +9,8 @@ Each action also names the drift it repairs, for ``check``:
 ``missing-group``, ``missing-trait``, ``wrong-parent``,
 ``unexpected-group``, ``missing-reservation``, ``stale-reservation``;
 findings that no action repairs use ``unknown-gpu`` and
-``split-allocation`` (a consumer holds GPUs of more than one NVLink domain
+``split-allocation`` (and ``missing-reservation`` for an unhealthy GPU in no
+group) (a consumer holds GPUs of more than one NVLink domain
 of its size: it has no NVLink between them).
 """
 
@@ -36,7 +37,7 @@ UNKNOWN_GPU = 'unknown-gpu'
 SPLIT_ALLOCATION = 'split-allocation'
 
 COLUMNS = ('host', 'action', 'provider', 'parent', 'detail')
-CHECK_COLUMNS = COLUMNS + ('drift',)
+CHECK_COLUMNS = COLUMNS + ('drift', 'repair')
 
 
 @dataclasses.dataclass
@@ -55,6 +56,7 @@ class Action:
     :ivar reserve: ``set-reserved``: True to reserve all, False to release.
     :ivar marker: ``set-reserved``: the marker trait recording it.
     :ivar marker_provider: name of the group RP that carries the marker.
+    :ivar consumer: ``split-allocation``: the consumer (instance) uuid.
     """
     host: str
     action: str
@@ -68,12 +70,17 @@ class Action:
     reserve: typing.Optional[bool] = None
     marker: str = ''
     marker_provider: str = ''
+    consumer: str = ''
 
     def row(self):
         """The output row: ``(host, action, provider, parent, detail)``."""
         return (self.host, self.action, self.provider, self.parent,
                 self.detail)
 
-    def check_row(self):
-        """The ``check`` row: :meth:`row` plus the drift kind."""
-        return self.row() + (self.drift,)
+    def check_row(self, repair):
+        """The ``check`` row: :meth:`row`, the drift kind and ``repair``.
+
+        ``repair``: the command that repairs it, or what to do by hand
+        (:mod:`nvlink_placement.plan.repair`).
+        """
+        return self.row() + (self.drift, repair)

@@ -42,7 +42,9 @@ class DesiredHost:
     :ivar gpus: dict Nova PCI RP name -> :class:`DesiredGpu`; every one of
         them must exist in Placement.
     :ivar known: False for a host the topology does not describe (``check
-        --all``): its PCI RPs are reported as unknown GPUs.
+        --all`` on a tree holding groups of the tool). Its PCI RPs are not
+        reported as unknown GPUs: that is only done for hosts whose GPUs
+        the topology lists (a flatten target lists none either).
     :ivar ignored: Nova PCI RP names the topology knows but keeps out of
         groups (excluded GPUs): never reported as unknown.
     """

@@ -23,6 +23,7 @@ the compute node's tree or one holding inventory is never ours.
 import dataclasses
 
 from nvlink_placement import errors
+from nvlink_placement import hostnames
 from nvlink_placement.placement import naming
 from nvlink_placement.plan import actions as act
 from nvlink_placement.topology import model
@@ -150,7 +151,7 @@ def split_allocations(state, desired_hosts):
                        'or migrate it to repair' % (
                            consumer, len(gpus), len(gpus),
                            ', '.join(touched)),
-                drift=act.SPLIT_ALLOCATION))
+                drift=act.SPLIT_ALLOCATION, consumer=consumer))
     return findings
 
 
@@ -216,9 +217,11 @@ class _HostPlanner(object):
         state, host = self.state, self.host
         cn = state.by_name.get(host.name)
         if cn is None:
+            hint = hostnames.did_you_mean(host.name, state.root_names())
             self.problem('no compute node resource provider named %r in '
-                         'Placement (is nova-compute running there with '
-                         '[pci] report_in_placement = True?)' % host.name)
+                         'Placement%s' % (host.name, hint or (
+                             ' (is nova-compute running there with [pci] '
+                             'report_in_placement = True?)')))
             return []
         if cn.parent_uuid is not None:
             self.problem('resource provider %r is not a root provider'
@@ -329,7 +332,7 @@ class _HostPlanner(object):
                 continue
             if rp.name in self.marked:
                 reservations.extend(self.reservation(rp, None))
-            if not host.ignored or rp.name not in host.ignored:
+            if (host.gpus or host.ignored) and rp.name not in host.ignored:
                 self.findings.append(self.action(
                     '', rp.name, detail='PCI provider not in the topology',
                     drift=act.UNKNOWN_GPU))

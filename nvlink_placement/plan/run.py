@@ -69,6 +69,20 @@ def hosts_with_gpus(state):
     return sorted(names)
 
 
+def hosts_outside(state, names):
+    """Compute nodes the topology (``names``) does not list.
+
+    :returns: ``(with_groups, flat)``: the names of those whose tree holds
+        a group of the tool (:func:`hosts_with_groups`: ``check --all``
+        reports them, ``flatten`` repairs them), and of the other ones
+        holding Nova PCI RPs (not drift).
+    """
+    with_groups = [n for n in hosts_with_groups(state) if n not in names]
+    flat = [n for n in hosts_with_gpus(state)
+            if n not in names and n not in with_groups]
+    return with_groups, flat
+
+
 def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None):
     """Read Placement (constant requests plus a few inventories) and plan.
 

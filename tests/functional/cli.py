@@ -50,5 +50,8 @@ def run(test, *argv):
     test.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
     for name in ('OS_CLOUD', 'OS_AUTH_URL', 'OS_TOKEN', 'OS_ENDPOINT'):
         test.useFixture(fixtures.EnvironmentVariable(name))
-    code = shell.OpenStackShell().run(list(argv))
+    try:
+        code = shell.OpenStackShell().run(list(argv))
+    except SystemExit as exc:     # argparse: usage errors, --help
+        code = exc.code
     return Result(code, out.getvalue(), err.getvalue())

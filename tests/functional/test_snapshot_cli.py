@@ -69,7 +69,7 @@ class TestFromTopology(base.BaseTestCase):
         result = cli.run(self, 'nvlink', 'snapshot', '--from-topology',
                          fbase.H100_TOPOLOGY, '--resource-class', 'X',
                          '--disk-gb', '0', '-o', 'x.json')
-        self.assertEqual(1, result.code)
+        self.assertEqual(3, result.code)     # a usage error
         self.assertIn('--disk-gb must be at least 1', result.stderr)
 
     def test_export_hosts_of_a_snapshot(self):

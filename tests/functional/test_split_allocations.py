@@ -127,8 +127,11 @@ class TestCommands(oslotest_base.BaseTestCase):
                            'provider': '%s, %s' % (gpu(2), gpu(1)),
                            'parent': '', 'drift': 'split-allocation'}],
                          [dict((k, v) for k, v in row.items()
-                               if k != 'detail')
+                               if k not in ('detail', 'repair'))
                           for row in json.loads(check.stdout)])
+        self.assertTrue(json.loads(check.stdout)[0]['repair'].startswith(
+            'not automatic: move instance %s into one NVLink domain'
+            % SPLIT_PAIR))
 
 
 V100_RC = 'CUSTOM_PCI_10DE_1DB5'

@@ -378,7 +378,7 @@ class TestCommandLine(HookTest):
     def test_usage(self):
         stderr = io.StringIO()
         self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
-        self.assertEqual(2, partition_hook.main(['guest', 'prepare']))
+        self.assertEqual(3, partition_hook.main(['guest', 'prepare']))
         self.assertEqual('usage: nvlink-partition-hook GUEST OPERATION '
                          'SUB-OPERATION [EXTRA] < DOMAIN-XML\n',
                          stderr.getvalue())

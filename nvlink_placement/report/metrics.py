@@ -1,0 +1,137 @@
+"""``check`` results as Prometheus metrics (node-exporter textfile format).
+
+For the textfile collector of the Prometheus node exporter
+(``--collector.textfile.directory``): plain text exposition format 0.0.4,
+every metric a gauge named ``nvlink_placement_...`` with its HELP and TYPE
+lines. Pure: :func:`render` makes the text, :func:`last_success` reads
+the timestamp back from an earlier file.
+
+Metrics (labels in braces):
+
+``nvlink_placement_check_success``
+    1 when the check ran to the end (in sync or drift), 0 on an error.
+``nvlink_placement_check_last_success_timestamp_seconds``
+    Unix time of the end of the last check that succeeded; an error keeps
+    the earlier value (absent until a check succeeded).
+``nvlink_placement_check_duration_seconds``
+    How long this check took.
+``nvlink_placement_hosts_checked``, ``nvlink_placement_hosts_in_sync``
+    Compute hosts checked, and those of them without drift.
+``nvlink_placement_hosts_not_in_topology``
+    With ``--all``: flat compute nodes with Nova PCI providers that the
+    topology does not list (not drift).
+``nvlink_placement_drift{kind}``
+    Drift rows per kind, every kind present (0 when none).
+``nvlink_placement_host_drift{host, kind}``
+    Drift rows per host and kind; only the pairs with rows (``host`` is
+    empty for the missing custom traits, which belong to no host).
+"""
+
+import re
+
+from nvlink_placement.plan import actions as act
+
+PREFIX = 'nvlink_placement_'
+
+#: Every drift kind ``check`` reports, in the order the docs list them.
+KINDS = (act.MISSING_GROUP, act.MISSING_TRAIT, act.WRONG_PARENT,
+         act.UNEXPECTED_GROUP, act.MISSING_RESERVATION,
+         act.STALE_RESERVATION, act.UNKNOWN_GPU, act.SPLIT_ALLOCATION)
+
+LAST_SUCCESS = PREFIX + 'check_last_success_timestamp_seconds'
+
+_HELP = {
+    'check_success': '1 if the last nvlink check ran to the end (in sync or '
+                     'drift), 0 if it failed.',
+    'check_last_success_timestamp_seconds': 'Unix time at which the last '
+                                            'successful nvlink check ended.',
+    'check_duration_seconds': 'Duration of the last nvlink check in '
+                              'seconds.',
+    'hosts_checked': 'Compute hosts the last nvlink check compared.',
+    'hosts_in_sync': 'Compute hosts without drift in the last nvlink check.',
+    'hosts_not_in_topology': 'Flat compute nodes with Nova PCI providers '
+                             'that the topology does not list (check --all).',
+    'drift': 'Drift rows of the last nvlink check, per kind.',
+    'host_drift': 'Drift rows of the last nvlink check, per host and kind '
+                  '(only pairs with rows).',
+}
+
+
+def _escape(value):
+    return (value.replace('\\', '\\\\').replace('\n', '\\n')
+            .replace('"', '\\"'))
+
+
+def _number(value):
+    if isinstance(value, float):
+        return repr(value)
+    return str(int(value))
+
+
+class _Writer(object):
+
+    def __init__(self):
+        self.lines = []
+
+    def metric(self, name, samples):
+        """``samples``: list of ``(labels dict, value)``."""
+        self.lines.append('# HELP %s%s %s' % (PREFIX, name, _HELP[name]))
+        self.lines.append('# TYPE %s%s gauge' % (PREFIX, name))
+        for labels, value in samples:
+            text = ','.join('%s="%s"' % (k, _escape(v))
+                            for k, v in sorted(labels.items()))
+            self.lines.append('%s%s%s %s' % (
+                PREFIX, name, '{%s}' % text if text else '',
+                _number(value)))
+
+
+def render(success, duration, last_success=None, rows=None, hosts=None,
+           not_in_topology=None):
+    """The textfile for one ``check`` run.
+
+    :param success: True when the check ran to the end.
+    :param duration: seconds the check took.
+    :param last_success: Unix time of the last success (this run's end on
+        success, the earlier file's value on error), or None.
+    :param rows: ``(host, drift)`` pairs, one per check row; None when
+        unknown (an error before the plan).
+    :param hosts: names of the hosts checked, or None when unknown.
+    :param not_in_topology: count (``--all``), or None.
+    """
+    out = _Writer()
+    out.metric('check_success', [({}, 1 if success else 0)])
+    if last_success is not None:
+        out.metric('check_last_success_timestamp_seconds',
+                   [({}, float(last_success))])
+    out.metric('check_duration_seconds', [({}, float(duration))])
+    if hosts is not None and rows is not None:
+        drifting = {host for host, _ in rows}
+        out.metric('hosts_checked', [({}, len(hosts))])
+        out.metric('hosts_in_sync', [({}, len(set(hosts) - drifting))])
+    if not_in_topology is not None:
+        out.metric('hosts_not_in_topology', [({}, not_in_topology)])
+    if rows is not None:
+        per_kind = dict.fromkeys(KINDS, 0)
+        per_host = {}
+        for host, kind in rows:
+            per_kind[kind] = per_kind.get(kind, 0) + 1
+            per_host[host, kind] = per_host.get((host, kind), 0) + 1
+        out.metric('drift', [({'kind': k}, n) for k, n in per_kind.items()])
+        out.metric('host_drift', [({'host': h, 'kind': k}, n) for (h, k), n
+                                  in sorted(per_host.items())])
+    return '\n'.join(out.lines) + '\n'
+
+
+_LAST_SUCCESS_LINE = re.compile(
+    r'^%s\s+([0-9.eE+-]+)\s*$' % re.escape(LAST_SUCCESS), re.MULTILINE)
+
+
+def last_success(text):
+    """The last-success timestamp of an earlier file's ``text``, or None."""
+    match = _LAST_SUCCESS_LINE.search(text or '')
+    if not match:
+        return None
+    try:
+        return float(match.group(1))
+    except ValueError:
+        return None

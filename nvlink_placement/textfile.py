@@ -1,0 +1,58 @@
+"""Replace a small text file atomically, for readers that poll it.
+
+The Prometheus node exporter reads its textfile directory at every scrape;
+a file written in place can be read half-written. :func:`write` writes a
+temporary file in the same directory, flushes it to disk, and renames it
+over the target (atomic on POSIX within one file system). Standard library
+only.
+"""
+
+import os
+import tempfile
+
+from nvlink_placement import errors
+
+#: Largest earlier file :func:`read` looks at.
+MAX_BYTES = 16 * 1024 * 1024
+
+
+def write(path, text, mode=0o644):
+    """Replace ``path`` with ``text`` atomically.
+
+    :raises NvlinkError: naming the file, when it cannot be written (the
+        old file, if any, is left as it was).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=directory, prefix='.%s.' % os.path.basename(path),
+            suffix='.tmp')
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise errors.NvlinkError('cannot write %s: %s'
+                                 % (path, exc.strerror or exc))
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def read(path):
+    """The text of ``path``, or None when it does not exist or is unreadable.
+
+    Reads at most :data:`MAX_BYTES`.
+    """
+    try:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            return f.read(MAX_BYTES)
+    except OSError:
+        return None
