@@ -199,7 +199,7 @@ class TestFormats(base.BaseTestCase):
                           % bad]}, json.loads(result.stdout))
         both = cli.run(self, 'nvlink', 'topology', 'show', bad,
                        '--topology', fbase.H100_TOPOLOGY)
-        self.assertEqual(1, both.code)
+        self.assertEqual(3, both.code)  # a usage error
         self.assertIn('two topology files: FILE %s and --topology %s; give '
                       'one' % (bad, fbase.H100_TOPOLOGY), both.stderr)
 
@@ -367,7 +367,7 @@ class TestWording(base.BaseTestCase):
              'reshape', '--topology', fbase.H100_TOPOLOGY, '--snapshot',
              fbase.H100_SNAPSHOT, '--dry-run', '--save-snapshot', saved],
             capture_output=True, text=True, timeout=120)
-        self.assertNotEqual(0, result.returncode)
+        self.assertEqual(3, result.returncode)  # a usage error
         self.assertIn('argument --save-snapshot: not allowed with argument '
                       '--dry-run', result.stderr)
         self.assertNotIn('Traceback', result.stderr)
