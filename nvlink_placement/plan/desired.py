@@ -47,12 +47,15 @@ class DesiredHost:
         the topology lists (a flatten target lists none either).
     :ivar ignored: Nova PCI RP names the topology knows but keeps out of
         groups (excluded GPUs): never reported as unknown.
+    :ivar health: False (``--no-health``): GPU reservations are left as
+        they are, neither made nor released.
     """
     name: str
     groups: list
     gpus: dict
     known: bool = True
     ignored: frozenset = frozenset()
+    health: bool = True
 
     @property
     def traits(self):
@@ -97,7 +100,8 @@ def from_topology(host, health=True):
         gpus[host.gpu_provider_name(address)] = DesiredGpu(
             address, host.parent_of_gpu(address), detail,
             reserve=health and gpu.health == 'unhealthy')
-    return DesiredHost(host.name, groups, gpus, ignored=frozenset(ignored))
+    return DesiredHost(host.name, groups, gpus, ignored=frozenset(ignored),
+                       health=health)
 
 
 def flat(host_name, known=True):

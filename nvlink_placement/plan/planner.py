@@ -340,6 +340,8 @@ class _HostPlanner(object):
 
     def reservation(self, rp, gpu):
         """set-reserved actions for one PCI RP (``gpu`` None: unknown)."""
+        if not self.host.health:
+            return []    # --no-health: reservations stay as they are
         generation, inventories = self.state.inventories.get(
             rp.uuid, (None, {}))
         full = bool(inventories) and all(

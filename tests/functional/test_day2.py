@@ -248,3 +248,19 @@ class TestHealth(Day2TestCase):
                          [a.action for a in result.actions])
         self.assertEqual(0, self.inventory('compute-01_0000:19:00.0')[
             'reserved'])
+
+    def test_no_health_keeps_earlier_reservations(self):
+        gpu = 'compute-01_0000:19:00.0'
+        self.apply(h100_topology(health={'0000:19:00.0': 'unhealthy'}))
+        self.assertEqual(1, self.inventory(gpu)['reserved'])
+        # The GPU is healthy again, but --no-health releases nothing.
+        doc = h100_topology(health={'0000:19:00.0': 'ok'})
+        topology = loader.load(self.write_file('t.yaml', yaml.safe_dump(doc)),
+                               [base.EXAMPLES])
+        result = run.run(self.client, [
+            desired.from_topology(h, health=False)
+            for h in topology.hosts.values()])
+        self.assertEqual([], result.actions)
+        self.assertEqual(1, self.inventory(gpu)['reserved'])
+        self.assertIn(MARKER, self.traits_of(
+            'compute-01_nvlink-group-of-2-b'))
