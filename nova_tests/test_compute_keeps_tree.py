@@ -122,6 +122,12 @@ class TestComputeKeepsTree(base.NovaTestCase):
         self.assertEqual(HOST, parent)
         code, rows = self.check([HOST])
         self.assertEqual(2, code)
+        # The row names its repair: reshape of that host (the topology
+        # file is a fresh temporary one for each check).
+        repair = rows[0].pop('repair')
+        self.assertTrue(repair.startswith(
+            'openstack nvlink reshape --topology '), repair)
+        self.assertTrue(repair.endswith(' --host %s' % HOST), repair)
         self.assertEqual(
             [{'host': HOST, 'drift': 'wrong-parent',
               'action': 'move-provider', 'provider': GPU, 'parent': PAIR,
