@@ -51,3 +51,25 @@ def did_you_mean(name, known):
     if not found:
         return ''
     return ' (did you mean %s?)' % ' or '.join(repr(n) for n in found)
+
+
+#: How many names :func:`known_hint` lists at most.
+LISTED = 10
+
+
+def known_hint(name, known):
+    """What to say after "no host NAME in ...": the near names, else all.
+
+    `` (did you mean 'x'?)`` when some names are close, else
+    `` (hosts: a, b)`` listing at most :data:`LISTED` of ``known`` (then
+    ``and N more``), or `` (it has no hosts)``.
+    """
+    close = did_you_mean(name, known)
+    if close:
+        return close
+    known = sorted(known)
+    if not known:
+        return ' (it has no hosts)'
+    more = len(known) - LISTED
+    return ' (hosts: %s%s)' % (', '.join(known[:LISTED]),
+                               ' and %d more' % more if more > 0 else '')

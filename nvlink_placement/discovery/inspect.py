@@ -310,9 +310,10 @@ def build_fragment(found):
     """
     gpus = found.pci.gpus
     if not gpus:
-        raise errors.NvlinkError('no NVIDIA GPU under %s'
-                                 % os.path.join(found.pci.root, 'bus',
-                                                'pci', 'devices'))
+        raise errors.NvlinkError(
+            'no NVIDIA GPU under %s: run it on the compute host, or point '
+            '--sysfs-root at a copy of that host\'s sysfs'
+            % os.path.join(found.pci.root, 'bus', 'pci', 'devices'))
     _check_sources(found)
     smi = {g.address: g for g in found.smi.gpus} if found.smi else {}
     ids = module_ids.merge([

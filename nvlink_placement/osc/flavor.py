@@ -32,9 +32,17 @@ def _add_topology_arguments(parser):
                              'hosts of one GPU model.')
 
 
+def _sizes(text):
+    """``--sizes`` for argparse: a bad value is a usage error (exit 3)."""
+    try:
+        return generate.parse_sizes(text)
+    except errors.NvlinkError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+
+
 def _add_sizes_argument(parser):
     parser.add_argument('--sizes', metavar='N[,N...]',
-                        type=generate.parse_sizes,
+                        type=_sizes,
                         help='GPUs per flavor, e.g. 1,2,4,8 (default: 1, '
                              'every NVLink group size and every whole-host '
                              'size of the topology).')
@@ -239,6 +247,10 @@ class VerifyFlavors(common.Lister):
         return self.exit_code
 
     def take_action(self, parsed_args):
+        if not parsed_args.flavors and not parsed_args.flavor:
+            raise errors.UsageError('no flavors: give --flavors FILE (as '
+                                    '"flavor generate -f json" prints '
+                                    'them) or --flavor NAME')
         _, hosts = _hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
@@ -254,8 +266,9 @@ class VerifyFlavors(common.Lister):
                 compute.read(connection, name), 'compute API')
                 for name in parsed_args.flavor]
         if not flavors:
-            raise errors.NvlinkError('no flavors: give --flavors FILE or '
-                                     '--flavor NAME')
+            raise errors.NvlinkError('no flavors in %s: give --flavors FILE '
+                                     'or --flavor NAME' % ', '.join(
+                                         parsed_args.flavors))
         if parsed_args.alias_config:
             aliases = request.read_alias_config(parsed_args.alias_config)
         else:

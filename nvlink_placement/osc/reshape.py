@@ -200,6 +200,10 @@ class Flatten(_PlanCommand):
         if not parsed_args.host and not parsed_args.all:
             raise errors.UsageError('name the hosts to flatten with --host '
                                     '(repeatable), or give --all')
+        if parsed_args.host and parsed_args.all:
+            raise errors.UsageError('--host and --all do not go together: '
+                                    '--all flattens every tree holding a '
+                                    'group of this tool; give one of them')
         hosts = [desired.flat(name) for name in
                  dict.fromkeys(parsed_args.host)]
 
@@ -251,6 +255,10 @@ class Check(_PlanCommand):
     def take_action(self, parsed_args):
         started = time.monotonic()
         found = {}
+        path = parsed_args.prometheus_textfile
+        if path and not path.endswith('.prom'):
+            LOG.warning('%s does not end in .prom: the node exporter\'s '
+                        'textfile collector will not read it', path)
         try:
             rows = self.check(parsed_args, found)
         except Exception:

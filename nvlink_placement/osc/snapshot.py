@@ -10,6 +10,9 @@ from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 
 DEFAULT_WORKERS = 8
+#: Options that only --from-topology reads.
+_FROM_TOPOLOGY_ONLY = ('--resource-class', '--vcpus', '--memory-mb',
+                       '--disk-gb')
 
 
 def nova_resource_class(name):
@@ -84,13 +87,20 @@ class Snapshot(common.Command):
                 ('--vcpus', nova_tree.VCPUS, 'VCPU'),
                 ('--memory-mb', nova_tree.MEMORY_MB, 'MEMORY_MB'),
                 ('--disk-gb', nova_tree.DISK_GB, 'DISK_GB')):
-            group.add_argument(option, type=int, default=default,
-                               metavar='N',
+            group.add_argument(option, type=int, metavar='N',
                                help='%s total of each compute node '
                                     '(default %d).' % (what, default))
         return parser
 
     def take_action(self, parsed_args):
+        given = [option for option in _FROM_TOPOLOGY_ONLY
+                 if getattr(parsed_args, option[2:].replace('-', '_'))
+                 is not None]
+        if given and not parsed_args.from_topology:
+            raise errors.UsageError(
+                '%s only go%s with --from-topology (a snapshot of Placement '
+                'copies what is there)' % (' and '.join(given),
+                                           'es' if len(given) == 1 else ''))
         if parsed_args.from_topology:
             document = self._from_topology(parsed_args)
         elif parsed_args.snapshot:
@@ -107,8 +117,13 @@ class Snapshot(common.Command):
             len(document['allocations'])))
 
     def _from_topology(self, parsed_args):
-        for name in ('vcpus', 'memory_mb', 'disk_gb'):
-            if getattr(parsed_args, name) < 1:
+        sizes = {}
+        for name, default in (('vcpus', nova_tree.VCPUS),
+                              ('memory_mb', nova_tree.MEMORY_MB),
+                              ('disk_gb', nova_tree.DISK_GB)):
+            value = getattr(parsed_args, name)
+            sizes[name] = default if value is None else value
+            if sizes[name] < 1:
                 raise errors.UsageError('--%s must be at least 1'
                                         % name.replace('_', '-'))
         topology = common.load_topology(self.app, parsed_args.from_topology)
@@ -116,5 +131,4 @@ class Snapshot(common.Command):
         return nova_tree.from_topology(
             topology, parsed_args.host,
             resource_class=nova_resource_class(rc) if rc else None,
-            vcpus=parsed_args.vcpus, memory_mb=parsed_args.memory_mb,
-            disk_gb=parsed_args.disk_gb)
+            **sizes)

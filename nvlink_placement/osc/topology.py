@@ -3,6 +3,7 @@
 import yaml
 
 from nvlink_placement import errors
+from nvlink_placement import hostnames
 from nvlink_placement.osc import common
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import merge
@@ -175,6 +176,7 @@ def select_hosts(topology, names):
     try:
         return topology.select(names)
     except KeyError as exc:
-        raise errors.NvlinkError('%s: no host %s in the topology (hosts: %s)'
-                                 % (topology.source, exc,
-                                    ', '.join(topology.hosts) or 'none'))
+        name = exc.args[0]
+        raise errors.NvlinkError('%s: no host %r in the topology%s' % (
+            topology.source, name,
+            hostnames.known_hint(name, topology.hosts)))

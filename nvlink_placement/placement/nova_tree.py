@@ -26,6 +26,7 @@ is reproducible; Nova's own are random.
 import uuid
 
 from nvlink_placement import errors
+from nvlink_placement import hostnames
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import pci
@@ -109,7 +110,10 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     try:
         selected = topology.select(hosts)
     except KeyError as exc:
-        raise errors.NvlinkError('no host %s in %s' % (exc, topology.source))
+        name = exc.args[0]
+        raise errors.NvlinkError('%s: no host %r in the topology%s' % (
+            topology.source, name,
+            hostnames.known_hint(name, topology.hosts)))
     providers = []
     missing = []
     for host in selected:

@@ -187,14 +187,25 @@ def loads(text, source='<snapshot>'):
         raise errors.NvlinkError('%s: not a snapshot: JSON nested too '
                                  'deeply' % source)
     except ValueError as exc:
-        raise errors.NvlinkError('%s: not a JSON snapshot: %s'
-                                 % (source, exc))
+        if not text.strip():
+            raise errors.NvlinkError(
+                '%s: the file is empty; a snapshot is the JSON file that '
+                '"openstack nvlink snapshot -o FILE" writes' % source)
+        raise errors.NvlinkError('%s: not a JSON snapshot: %s%s' % (
+            source, exc, ' (this looks like a topology file: give it to '
+            '--topology)' if _looks_like_topology(text) else ''))
     if twice:
         raise errors.NvlinkError('\n'.join(
             '%s: %s: key %s is given twice' % (source, path, json.dumps(key))
             for path, value in _walk(document)
             if isinstance(value, _Duplicates) for key in value.keys_twice))
     return document
+
+
+def _looks_like_topology(text):
+    """Whether ``text`` reads like a YAML topology (``hosts:`` at top)."""
+    return any(line.startswith(('hosts:', 'version: 1'))
+               for line in text.splitlines())
 
 
 def _walk(value):

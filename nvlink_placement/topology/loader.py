@@ -174,6 +174,11 @@ def parse(document, source='<topology>', gpus_file_dirs=()):
     ``gpus_file_dirs``: a topology from elsewhere cannot make the tool
     read (and quote) any file it can read.
     """
+    if (isinstance(document, dict) and 'hosts' not in document and
+            document.get('format') == 'nvlink-placement-snapshot'):
+        raise errors.TopologyError([(source, (
+            'a Placement snapshot, not a topology file (version 1 with '
+            '"hosts"); give the snapshot to --snapshot'))])
     found = _schema_errors(document, schema.TOPOLOGY)
     problems = [('%s: %s' % (source, documents.keypath(parts))
                  if parts else source, message)

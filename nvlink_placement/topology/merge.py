@@ -29,7 +29,15 @@ def merge(paths, output):
     for path in paths:
         document = loader.read_document(path)
         if not isinstance(document, dict) or document.get('version') != 1:
-            problems.append((path, 'not a topology document of version 1'))
+            problems.append((path, 'not a topology document of version 1%s'
+                             % (' (the file is empty)' if document is None
+                                else '')))
+            continue
+        if not document.get('hosts') and not document.get('boards'):
+            problems.append((path, 'no hosts: not a topology fragment%s' % (
+                ' but a Placement snapshot (give it to --snapshot)'
+                if 'resource_providers' in document else
+                ' (host inspect writes one host under "hosts")')))
             continue
         base = os.path.dirname(os.path.abspath(path))
         prefix = document.get('group_trait_prefix')

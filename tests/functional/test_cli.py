@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import fixtures
 from oslotest import base
@@ -113,8 +114,31 @@ class TestReshapeCommands(base.BaseTestCase):
                          fbase.H100_TOPOLOGY, '--host', 'compute-77',
                          '--snapshot', fbase.H100_SNAPSHOT)
         self.assertEqual(1, result.code)
-        self.assertIn("no host 'compute-77' in the topology (hosts: "
-                      "compute-01, compute-02)", result.stderr)
+        self.assertIn("no host 'compute-77' in the topology (did you mean "
+                      "'compute-02' or 'compute-01'?)", result.stderr)
+
+    def test_unknown_host_short_name_and_far_name(self):
+        # Short name against the FQDN the topology (and Nova) uses: named.
+        topology = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                't.yaml')
+        with open(fbase.H100_TOPOLOGY) as f:
+            text = f.read().replace('compute-02:', 'gpu-b.example.com:')
+        with open(topology, 'w') as f:
+            f.write(text)
+        shutil.copytree(os.path.join(fbase.EXAMPLES, 'mappings'),
+                        os.path.join(os.path.dirname(topology), 'mappings'))
+        near = cli.run(self, 'nvlink', 'check', '--topology', topology,
+                       '--host', 'gpu-b', '--snapshot', fbase.H100_SNAPSHOT)
+        self.assertEqual(1, near.code, near.stderr)
+        self.assertIn("%s: no host 'gpu-b' in the topology (did you mean "
+                      "'gpu-b.example.com'?)" % topology, near.stderr)
+        # Nothing close: the hosts are listed.
+        far = cli.run(self, 'nvlink', 'snapshot', '--from-topology',
+                      topology, '--host', 'zzz', '-o', os.devnull)
+        self.assertEqual(1, far.code, far.stderr)
+        self.assertIn("%s: no host 'zzz' in the topology (hosts: "
+                      "compute-01, gpu-b.example.com)" % topology, far.stderr)
+        self.assertNotIn('Traceback', far.stderr)
 
     def test_save_snapshot_needs_snapshot(self):
         result = cli.run(self, 'nvlink', 'reshape', '--topology',

@@ -372,3 +372,55 @@ class TestWording(base.BaseTestCase):
                       '--dry-run', result.stderr)
         self.assertNotIn('Traceback', result.stderr)
         self.assertFalse(os.path.exists(saved))
+
+    def test_snapshot_and_topology_swapped_or_empty(self):
+        # Each file given where the other belongs says what it is.
+        empty = self.write('empty.json', '')
+        swapped = cli.run(self, 'nvlink', 'check', '--topology',
+                          fbase.H100_SNAPSHOT, '--snapshot',
+                          fbase.H100_SNAPSHOT)
+        self.assertEqual(1, swapped.code, swapped.stderr)
+        self.assertEqual(
+            '%s: a Placement snapshot, not a topology file (version 1 with '
+            '"hosts"); give the snapshot to --snapshot\n'
+            % fbase.H100_SNAPSHOT, swapped.stderr)
+        for path, message in (
+                (fbase.H100_TOPOLOGY, '(this looks like a topology file: '
+                                      'give it to --topology)'),
+                (empty, 'the file is empty; a snapshot is the JSON file '
+                        'that "openstack nvlink snapshot -o FILE" writes')):
+            result = cli.run(self, 'nvlink', 'reshape', '--dry-run',
+                             '--topology', fbase.H100_TOPOLOGY,
+                             '--snapshot', path)
+            self.assertEqual(1, result.code, result.stderr)
+            self.assertIn(path + ': ', result.stderr)
+            self.assertIn(message, result.stderr)
+            self.assertNotIn('Traceback', result.stderr)
+
+    def test_merge_refuses_a_file_without_hosts(self):
+        fragment = self.write('a.yaml', 'version: 1\nhosts:\n  c1:\n'
+                                        '    board: hgx-h100-8gpu\n'
+                                        '    gpus: {"0000:01:00.0": 1}\n')
+        empty = self.write('empty.yaml', '')
+        out = os.path.join(self.tmp, 'out.yaml')
+        result = cli.run(self, 'nvlink', 'topology', 'merge', fragment,
+                         fbase.H100_SNAPSHOT, empty, '-o', out)
+        self.assertEqual(1, result.code, result.stderr)
+        self.assertEqual(
+            '%s: no hosts: not a topology fragment but a Placement snapshot '
+            '(give it to --snapshot)\n'
+            '%s: not a topology document of version 1 (the file is empty)\n'
+            % (fbase.H100_SNAPSHOT, empty), result.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_prometheus_textfile_not_ending_in_prom_warns(self):
+        path = os.path.join(self.tmp, 'nvlink.txt')
+        result = cli.run(self, 'nvlink', 'check', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--prometheus-textfile', path,
+                         '-f', 'value', '-c', 'drift')
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertIn("%s does not end in .prom: the node exporter's "
+                      "textfile collector will not read it" % path,
+                      result.stderr)
+        self.assertTrue(os.path.exists(path))

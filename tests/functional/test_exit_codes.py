@@ -98,6 +98,17 @@ class TestUsageErrors(base.BaseTestCase):
               '--dry-run'), '--dry-run goes with --apply'),
             (('check', '-f', 'xml', '--topology', TOPOLOGY),
              "argument -f/--format: invalid choice: 'xml'"),
+            (('flavor', 'generate', '--topology', TOPOLOGY, '--alias', 'h100',
+              '--sizes', 'two'), "argument --sizes: --sizes 'two': expected "
+                                 'positive integers separated by commas'),
+            (('nova-config', '--topology', TOPOLOGY, '--alias', 'h100',
+              '--sizes', '0'), 'argument --sizes: '),
+            (('flavor', 'verify', '--topology', TOPOLOGY, '--snapshot',
+              SNAPSHOT), 'no flavors: give --flavors FILE'),
+            (('flatten', '--host', 'compute-01', '--all', '--snapshot',
+              SNAPSHOT, '--dry-run'), '--host and --all do not go together'),
+            (('snapshot', '--snapshot', SNAPSHOT, '--vcpus', '8', '-o',
+              os.devnull), '--vcpus only goes with --from-topology'),
         ]
         for argv, message in cases:
             result = cli.run(self, 'nvlink', *argv)

@@ -439,8 +439,8 @@ class TestCli(oslo_base.BaseTestCase):
             'nvlink', 'flavor', 'verify', '--snapshot', self.snapshot,
             '--topology', base.H100_TOPOLOGY, '--flavors', flavors)
         self.assertEqual((1, ''), (code, out))
-        self.assertIn('no flavors: give --flavors FILE or --flavor NAME',
-                      err)
+        self.assertIn('no flavors in %s: give --flavors FILE or --flavor '
+                      'NAME' % flavors, err)
         self.assertNotIn('Traceback', err)
 
     def test_print_commands(self):

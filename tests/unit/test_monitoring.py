@@ -38,6 +38,15 @@ class TestHostnames(base.BaseTestCase):
                          hostnames.did_you_mean('compute01', NODES))
         self.assertEqual('', hostnames.did_you_mean('x', NODES))
 
+    def test_known_hint(self):
+        self.assertEqual(" (did you mean 'gpu-node-17.example.com'?)",
+                         hostnames.known_hint('gpu-node-17', NODES))
+        many = ['node-%02d' % i for i in range(12)]
+        self.assertEqual(' (hosts: %s and 2 more)' % ', '.join(many[:10]),
+                         hostnames.known_hint('storage-7', many))
+        self.assertEqual(' (it has no hosts)',
+                         hostnames.known_hint('x', []))
+
 
 class TestRepairText(base.BaseTestCase):
 

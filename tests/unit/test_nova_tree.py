@@ -89,7 +89,9 @@ class TestFromTopology(base.BaseTestCase):
         exc = self.assertRaises(errors.NvlinkError, nova_tree.from_topology,
                                 loader.load(H100), ['compute-09'],
                                 resource_class=RC)
-        self.assertEqual("no host 'compute-09' in %s" % H100, str(exc))
+        self.assertEqual("%s: no host 'compute-09' in the topology (did "
+                         "you mean 'compute-02' or 'compute-01'?)" % H100,
+                         str(exc))
 
     def test_bad_resource_class_is_found_by_validation(self):
         exc = self.assertRaises(errors.NvlinkError, nova_tree.from_topology,

@@ -480,6 +480,22 @@ class TestOtherSources(HostInspectTest):
                               ' hgx-h100-8gpu), and neither was used']},
                          host)
 
+    def test_no_gpu_names_sysfs_root(self):
+        # A sysfs without GPUs (not the compute host): say where to look.
+        root = os.path.join(self.tmp, 'sys')
+        os.makedirs(os.path.join(root, 'bus', 'pci', 'devices'))
+        stderr = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr))
+        code = host_inspect.main(['--hostname', 'compute-01', '--sysfs-root',
+                                  root, '--no-nvidia-smi', '--no-fm'])
+        stderr.seek(0)
+        self.assertEqual(1, code)
+        self.assertEqual(
+            'nvlink-host-inspect: error: no NVIDIA GPU under %s: run it on '
+            'the compute host, or point --sysfs-root at a copy of that '
+            "host's sysfs\n" % os.path.join(root, 'bus', 'pci', 'devices'),
+            stderr.read())
+
     def test_mapping_disagrees_with_nvidia_smi(self):
         query = self.write('q.txt', helpers.h100_query_all_gpus())
         mapping = self.write('map.json', '{"0000:18:00.0": 4}')
