@@ -104,6 +104,10 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     :param hosts: host names (all when empty).
     :param resource_class: class of GPUs whose topology entry names none.
     :param sizes: ``vcpus``, ``memory_mb``, ``disk_gb`` of each node.
+    GPUs the topology excludes (vGPU or MIG in use) get no provider:
+    they are not passthrough devices, so they are left out of ``[pci]
+    device_spec`` (``nova-config``) and Nova reports none for them.
+
     :returns: a validated snapshot dict with no allocations.
     :raises NvlinkError: a GPU with no resource class, an unknown host.
     """
@@ -119,6 +123,8 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     for host in selected:
         classes = {}
         for address, gpu in host.gpus.items():
+            if gpu.excluded:
+                continue
             classes[address] = gpu_resource_class(gpu, resource_class)
             if classes[address] is None:
                 missing.append('%s %s' % (host.name, address))

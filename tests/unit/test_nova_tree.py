@@ -78,6 +78,17 @@ class TestFromTopology(base.BaseTestCase):
                          classes['cn-1_0000:02:00.0'])
         self.assertEqual(['CUSTOM_DEFAULT'], classes['cn-1_0000:03:00.0'])
 
+    def test_excluded_gpu_gets_no_provider(self):
+        # A GPU in vGPU or MIG use is not in [pci] device_spec: Nova
+        # reports no PCI provider for it.
+        document = nova_tree.from_topology(topology({
+            '0000:01:00.0': 1,
+            '0000:02:00.0': {'module_id': 2,
+                             'excluded': 'vGPU in use (mdev parent)'}}),
+            resource_class=RC)
+        self.assertEqual(['cn-1', 'cn-1_0000:01:00.0'],
+                         [p['name'] for p in document['resource_providers']])
+
     def test_no_resource_class_is_an_error(self):
         exc = self.assertRaises(errors.NvlinkError, nova_tree.from_topology,
                                 loader.load(H100))
