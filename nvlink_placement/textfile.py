@@ -46,6 +46,32 @@ def write(path, text, mode=0o644):
                 pass
 
 
+def check_writable(path):
+    """Make sure :func:`write` can replace ``path``, before any work.
+
+    The directory must exist and take a new file (tried with an empty
+    temporary file, removed at once); ``path`` must not be a directory.
+
+    :raises NvlinkError: naming the file and what is wrong.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise errors.NvlinkError('cannot write %s: directory %s does not '
+                                 'exist' % (path, directory))
+    if os.path.isdir(path):
+        raise errors.NvlinkError('cannot write %s: it is a directory'
+                                 % path)
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=directory, prefix='.%s.' % os.path.basename(path),
+            suffix='.tmp')
+    except OSError as exc:
+        raise errors.NvlinkError('cannot write %s: %s' % (
+            path, exc.strerror or exc))
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def read(path):
     """The text of ``path``, or None when it does not exist or is unreadable.
 

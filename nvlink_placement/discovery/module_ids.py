@@ -20,6 +20,10 @@ from nvlink_placement.topology import pci
 DEFAULT_MAPPING_FILE = '/run/nvidia-fabricmanager/gpu-pci-module-mapping.json'
 # Larger than any module or FM physical id (FM structs hold 32 bits).
 MAX_MODULE_ID = 2 ** 31 - 1
+#: What a mapping file must hold, for messages.
+EXPECTED = ('expected the GPU PCI address -> module id mapping file: a JSON '
+            'object such as {"00000000:18:00.0": 1, "00000000:2a:00.0": 2}, '
+            'as Fabric Manager writes %s' % DEFAULT_MAPPING_FILE)
 _DECIMAL = re.compile(r'^\s*[0-9]+\s*$')
 
 
@@ -70,11 +74,17 @@ def parse_mapping(text, source):
         or one device listed twice under different spellings.
     """
     # A key given twice is refused by the reader (documents.parse_json).
-    pairs = files.parse_json(text, source)
+    try:
+        pairs = files.parse_json(text, source)
+    except documents.DocumentError as exc:
+        if not exc.reason.startswith('invalid JSON'):
+            raise
+        # Not JSON at all: another file given as the map (a topology?).
+        raise errors.NvlinkError('%s: %s; %s' % (exc.location, exc.reason,
+                                                 EXPECTED))
     if not isinstance(pairs, dict):
-        raise errors.NvlinkError(
-            '%s: expected a JSON object {"<PCI address>": <module id>}'
-            % source)
+        raise errors.NvlinkError('%s: got %s; %s' % (
+            source, documents.kind(pairs), EXPECTED))
     ids = {}
     spelled = {}
     for key, value in pairs.items():

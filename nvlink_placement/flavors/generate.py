@@ -250,6 +250,31 @@ def flavor_name(template, alias, size):
             % (template, exc))
 
 
+def judge_sizes(hosts, sizes=None, dialect=MOSK):
+    """The flavor sizes ``hosts`` can serve, and what each is.
+
+    :param sizes: GPU counts asked for; None means :func:`default_sizes`.
+    :returns: ``(kinds, refused)``: dict size -> kind (:func:`classify`)
+        in size order, and a list of ``(size, reason)`` for default sizes
+        the dialect refuses.
+    :raises NvlinkError: for any refused size of explicit ``sizes``,
+        every refusal listed.
+    """
+    explicit = sizes is not None
+    wanted = sorted(set(sizes)) if explicit else default_sizes(hosts)
+    kinds, refused = {}, []
+    for size in wanted:
+        kind, reason = classify(hosts, size, dialect)
+        if kind is None:
+            refused.append((size, reason))
+        else:
+            kinds[size] = kind
+    if explicit and refused:
+        raise errors.NvlinkError('\n'.join(
+            'size %d refused: %s' % item for item in refused))
+    return kinds, refused
+
+
 def generate(hosts, alias, sizes=None, dialect=MOSK,
              trait_prefix=model.DEFAULT_TRAIT_PREFIX,
              name_template=DEFAULT_NAME_TEMPLATE,
@@ -280,18 +305,7 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
         if value > MAX_AMOUNT:
             raise errors.NvlinkError('%s must be at most %d (Nova\'s limit '
                                      'for a flavor)' % (what, MAX_AMOUNT))
-    explicit = sizes is not None
-    wanted = sorted(set(sizes)) if explicit else default_sizes(hosts)
-    kinds, refused = {}, []
-    for size in wanted:
-        kind, reason = classify(hosts, size, dialect)
-        if kind is None:
-            refused.append((size, reason))
-        else:
-            kinds[size] = kind
-    if explicit and refused:
-        raise errors.NvlinkError('\n'.join(
-            'size %d refused: %s' % item for item in refused))
+    kinds, refused = judge_sizes(hosts, sizes, dialect)
     check_alias(alias, [s for s, k in kinds.items() if k == DOMAIN])
     flavors, names = [], {}
     for size, kind in kinds.items():

@@ -135,12 +135,14 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
              resource_class=None):
     """Everything to configure, as :class:`Setting` rows.
 
-    :param sizes: flavor sizes (default :func:`generate.default_sizes`).
+    :param sizes: flavor sizes (default :func:`generate.default_sizes`),
+        judged as ``flavor generate`` does (:func:`generate.judge_sizes`).
     :param resource_class: explicit ``resource_class`` tag for
         device_spec and alias; by default only a class from host
         inspection that differs from ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``.
     """
     generate.check_alias(alias)
+    sizes = sorted(generate.judge_sizes(hosts, sizes)[0])
     vendor, product = device_ids(hosts, vendor_id, product_id)
     derived = request.resource_class_name(None, vendor, product)
     rc = resource_class
@@ -175,7 +177,6 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
                 'Nova\'s default; the limit of every allocation candidates '
                 'query (flavor verify uses it too)'),
     ]
-    sizes = generate.default_sizes(hosts) if sizes is None else sizes
     wide = wide_hosts(hosts)
     if wide and max(sizes) > WIDE_FLAVOR_GPUS:
         reason = WIDE_REASON % (_names(wide), WIDE_HOST_GPUS, max(sizes))
@@ -210,6 +211,9 @@ def numa_advice(hosts, sizes):
         spans, unknown, widest = [], [], 1
         for host in hosts:
             for members, label in generate.domains(host, size).items():
+                if label in host.gpus:
+                    # One GPU: its address, the same on every host.
+                    label = '%s %s' % (host.name, label)
                 nodes = {host.gpus[a].details.get('numa_node')
                          for a in members}
                 if not all(isinstance(n, int) and not isinstance(n, bool)

@@ -393,6 +393,31 @@ def flavor_from_dict(data, source='flavor'):
     return flavor
 
 
+def _refuse_other_document(document, path):
+    """Refuse a topology or snapshot given as a flavors file.
+
+    :raises NvlinkError: naming the file, what it looks like and the
+        option that takes it.
+    """
+    if not isinstance(document, dict) or 'name' in document:
+        return
+    if 'resource_providers' in document:
+        what = 'a Placement snapshot, not flavors (give it with --snapshot)'
+    elif 'hosts' in document or 'boards' in document:
+        what = 'a topology, not flavors (give it with --topology)'
+    elif not set(document) & set(_FLAVOR_FIELDS + ('extra_specs',
+                                                   'properties')):
+        what = 'not flavors (%s)' % ('a mapping with keys %s' % ', '.join(
+            documents.short(k) for k in list(document)[:5])
+            if document else 'an empty mapping')
+    else:
+        return
+    raise errors.NvlinkError(
+        '%s: this is %s; --flavors takes flavors as "openstack nvlink flavor '
+        'generate ... -f json" prints them: a list of {"name", "vcpus", '
+        '"ram", "disk", "extra_specs"}' % (path, what))
+
+
 def read_flavors(path):
     """The flavors of a YAML or JSON file: one flavor or a list of them.
 
@@ -400,6 +425,7 @@ def read_flavors(path):
     :raises NvlinkError: naming the file (and the flavor and field).
     """
     document = documents.load(path)
+    _refuse_other_document(document, path)
     if isinstance(document, dict):
         document = [document]
     if not isinstance(document, list):

@@ -9,6 +9,8 @@ does.
 
 import argparse
 import contextlib
+import difflib
+import os
 import sys
 
 from cliff import _argparse as cliff_argparse
@@ -35,16 +37,88 @@ FLAT_FORMATS = ('value', 'csv')
 USAGE_ERROR = errors.USAGE_ERROR
 
 
+_REQUIRED = 'the following arguments are required: '
+# Options that read a file, for the hint on a stray file argument (never
+# an output: the hint would overwrite the file).
+_FILE_METAVARS = ('FILE', 'PATH')
+_OUTPUTS = ('output', 'save_snapshot')
+
+
+class _Probe(Exception):
+    """An argparse error while looking for unrecognized arguments."""
+
+
 class _UsageErrorParser(object):
     """argparse parser mixin: a usage error exits :data:`USAGE_ERROR`.
 
     argparse prints the usage and exits 2 (``ArgumentParser.error``); cliff
     lets that ``SystemExit`` through, so ``openstack`` would exit 2 too.
+
+    A missing required option hides the rest: argparse stops there and
+    never names the arguments it did not recognize (``reshape topo.yaml``,
+    ``reshape --topolgy topo.yaml``). The message then names them too, a
+    close option name, and the missing option to use for a stray argument
+    that is an existing file.
     """
 
+    _argv = None
+    _probing = False
+
+    def parse_args(self, args=None, namespace=None):
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message):
+        if self._probing:
+            raise _Probe(message)
+        if message.startswith(_REQUIRED) and self._argv is not None:
+            message += self._leftovers(message[len(_REQUIRED):].split(', '))
         self.print_usage(sys.stderr)
         self.exit(USAGE_ERROR, '%s: error: %s\n' % (self.prog, message))
+
+    def _leftovers(self, missing_names):
+        """``; unrecognized arguments: ...`` and hints, or ``''``.
+
+        Parses the arguments again with no option required, the way
+        ``parse_known_args`` does, to find what it would not recognize.
+        """
+        required = [a for a in self._actions if a.required]
+        self._probing = True
+        try:
+            for action in required:
+                action.required = False
+            _, extras = super().parse_known_args(list(self._argv),
+                                                 argparse.Namespace())
+        except (Exception, SystemExit):  # _Probe, or anything odd
+            return ''
+        finally:
+            self._probing = False
+            for action in required:
+                action.required = True
+        if not extras:
+            return ''
+        hints = []
+        known = [o for a in self._actions for o in a.option_strings]
+        for extra in extras:
+            if extra.startswith('-') and len(extra) > 2:
+                close = difflib.get_close_matches(extra.split('=')[0], known,
+                                                  n=1)
+                if close:
+                    hints.append('%s: did you mean %s?'
+                                 % (extra.split('=')[0], close[0]))
+        missing = [a for a in required if a.option_strings and
+                   argparse._get_action_name(a) in missing_names and
+                   str(a.metavar).upper() in _FILE_METAVARS and
+                   a.dest not in _OUTPUTS]
+        files = [e for e in extras
+                 if not e.startswith('-') and os.path.isfile(e)]
+        if missing and files:
+            hints.append('%s is a file: give it as %s' % (
+                ', '.join(files), ' or '.join(
+                    '%s %s' % (max(a.option_strings, key=len), a.metavar)
+                    for a in missing)))
+        return '; unrecognized arguments: %s%s' % (
+            ' '.join(extras), ''.join(' (%s)' % h for h in hints))
 
 
 _PARSER_CLASSES = {}
@@ -174,6 +248,41 @@ class TextByDefault(object):
         return super().run(parsed_args)
 
 
+class OwnOutput(object):
+    """A Lister or ShowOne with options that print text of their own.
+
+    Put first, before :class:`TextByDefault` and the cliff base.
+    :attr:`own_output` maps the dest of each such option (``--ini``,
+    ``--dot``) to what it prints; ``-f`` or ``-c`` given with one of them
+    is a usage error instead of being ignored.
+    """
+
+    own_output = {}
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        self._formatter_default = parser.get_default('formatter')
+        parser.set_defaults(formatter=None)
+        return parser
+
+    def run(self, parsed_args):
+        given = [(dest, what) for dest, what in self.own_output.items()
+                 if getattr(parsed_args, dest, None)]
+        explicit = (['-f %s' % parsed_args.formatter]
+                    if parsed_args.formatter is not None else [])
+        explicit += ['-c %s' % c for c in parsed_args.columns or ()]
+        if given and explicit:
+            dest, what = given[0]
+            option = '--' + dest.replace('_', '-')
+            self._usage_parser.error(
+                '%s does not go with %s, which prints %s, not rows: leave '
+                'out -f/-c, or leave out %s to get rows'
+                % (' '.join(explicit), option, what, option))
+        if parsed_args.formatter is None:
+            parsed_args.formatter = self._formatter_default
+        return super().run(parsed_args)
+
+
 def add_placement_arguments(parser, save=True, exclusive=None):
     """Add ``--snapshot`` (and ``--save-snapshot``) to ``parser``.
 
@@ -299,13 +408,23 @@ def placement(app, parsed_args):
         return
     with offline(path, save) as embedded_placement:
         yield embedded_placement.client
+    if save:
+        app.stderr.write(snapshot_written(save, embedded_placement.saved))
+
+
+def snapshot_written(path, document):
+    """The line saying a snapshot file was written, and what it holds."""
+    return '%s: %d resource providers, %d consumers\n' % (
+        path, len(document['resource_providers']),
+        len(document['allocations']))
 
 
 @contextlib.contextmanager
 def offline(path, save=None):
     """Yield an entered :class:`EmbeddedPlacement` loaded from ``path``.
 
-    On success the resulting state is written to ``save`` when given.
+    On success the resulting state is written to ``save`` when given, and
+    kept as the placement's ``saved`` attribute.
     """
     from nvlink_placement.placement import embedded
     embedded_placement = embedded.EmbeddedPlacement(snapshot.read_file(path))
@@ -313,7 +432,8 @@ def offline(path, save=None):
         embedded_placement.client.requests.clear()
         yield embedded_placement
         if save:
-            snapshot.write_file(embedded_placement.export(), save)
+            embedded_placement.saved = embedded_placement.export()
+            snapshot.write_file(embedded_placement.saved, save)
 
 
 def gpus_file_dirs(app):

@@ -59,7 +59,7 @@ def _warn_wide(hosts, sizes):
         LOG.warning('%s', novaconfig.wide_warning(wide, max(sizes)))
 
 
-class GenerateFlavors(common.Lister):
+class GenerateFlavors(common.OwnOutput, common.Lister):
     """Generate flavors whose GPUs come from one NVLink domain.
 
     For N GPUs of alias A whose N-GPU NVLink groups carry trait
@@ -77,6 +77,7 @@ class GenerateFlavors(common.Lister):
     """
 
     auth_required = False
+    own_output = {'print_commands': 'openstack flavor commands'}
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -108,7 +109,8 @@ class GenerateFlavors(common.Lister):
         action = parser.add_mutually_exclusive_group()
         action.add_argument('--print-commands', action='store_true',
                             help='Print the openstack flavor create / set '
-                                 'commands instead of rows.')
+                                 'commands instead of rows (not with -f or '
+                                 '-c).')
         action.add_argument('--apply', action='store_true',
                             help='Create or update the flavors through the '
                                  'compute API (extra specs at microversion '
@@ -350,7 +352,7 @@ def _release(text):
         raise argparse.ArgumentTypeError(str(exc))
 
 
-class NovaConfig(common.Lister):
+class NovaConfig(common.OwnOutput, common.Lister):
     """Print the Nova and Placement settings to pair with the NVLink tree.
 
     [pci] device_spec and alias for the topology's GPUs,
@@ -363,6 +365,7 @@ class NovaConfig(common.Lister):
     """
 
     auth_required = False
+    own_output = {'ini': 'config fragments'}
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
@@ -381,7 +384,8 @@ class NovaConfig(common.Lister):
                                  'alias (default: CUSTOM_PCI_<VENDOR>_'
                                  '<PRODUCT>).')
         parser.add_argument('--ini', action='store_true',
-                            help='Print config fragments instead of rows.')
+                            help='Print config fragments instead of rows (not '
+                                 'with -f or -c).')
         parser.add_argument('--long', action='store_true',
                             help='Add the reason column to the table: why '
                                  'each setting (or -c reason; other formats '

@@ -81,7 +81,7 @@ class Capacity(common.Lister):
         return capacity.COLUMNS, capacity.rows(hosts)
 
 
-class Tree(common.TextByDefault, common.Lister):
+class Tree(common.OwnOutput, common.TextByDefault, common.Lister):
     """Show the resource provider tree of each host, with GPU usage.
 
     Text: one line per provider with its group traits, module id (with
@@ -92,12 +92,14 @@ class Tree(common.TextByDefault, common.Lister):
     """
 
     auth_required = False
+    own_output = {'dot': 'Graphviz DOT'}
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         _add_common(parser)
         parser.add_argument('--dot', action='store_true',
-                            help='Print Graphviz DOT instead of text.')
+                            help='Print Graphviz DOT instead of text (not '
+                                 'with -f or -c).')
         return parser
 
     def take_action(self, parsed_args):

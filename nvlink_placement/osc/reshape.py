@@ -256,6 +256,9 @@ class Check(_PlanCommand):
         started = time.monotonic()
         found = {}
         path = parsed_args.prometheus_textfile
+        if path:
+            # Fail before the check, not after it (nothing else done).
+            textfile.check_writable(path)
         if path and not path.endswith('.prom'):
             LOG.warning('%s does not end in .prom: the node exporter\'s '
                         'textfile collector will not read it', path)

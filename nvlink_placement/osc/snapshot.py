@@ -112,9 +112,8 @@ class Snapshot(common.Command):
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress)
         snapshot.write_file(document, parsed_args.output)
-        self.app.stdout.write('%s: %d resource providers, %d consumers\n' % (
-            parsed_args.output, len(document['resource_providers']),
-            len(document['allocations'])))
+        self.app.stdout.write(common.snapshot_written(parsed_args.output,
+                                                      document))
 
     def _from_topology(self, parsed_args):
         sizes = {}

@@ -147,7 +147,10 @@ class MergeTopology(common.Command):
         # gpus_file paths are made relative to where the file will be.
         target = '<stdout>' if to_stdout else output
         document = merge.merge(parsed_args.fragments,
-                               'merged.yaml' if to_stdout else output)
+                               'merged.yaml' if to_stdout else output,
+                               common.gpus_file_dirs(self.app),
+                               shown='on standard output' if to_stdout
+                               else None)
         topology = loader.parse(document, target,
                                 common.gpus_file_dirs(self.app))
         text = yaml.safe_dump(document, sort_keys=False,

@@ -155,6 +155,46 @@ def _module_id(value):
     return None if value is None else int(value)
 
 
+#: Longest path shown whole in a message; a longer one is cut at the end.
+SHOWN_PATH = 500
+
+
+def show_path(path):
+    """``path`` for a message: whole, control characters escaped.
+
+    Paths are the operator's data: only one longer than
+    :data:`SHOWN_PATH` is cut, at the end.
+    """
+    if not path.isprintable():
+        path = repr(path)[1:-1]
+    return documents.clip(path, SHOWN_PATH)
+
+
+def resolve_gpus_file(base, relpath, gpus_file_dirs=()):
+    """Where a ``gpus_file`` leads, and whether it may be read.
+
+    :param base: the topology file's directory.
+    :returns: ``(path, allowed)``: the normalized path, and whether it
+        resolves (symbolic links followed) inside ``base`` or one of
+        ``gpus_file_dirs``.
+    """
+    path = os.path.normpath(os.path.join(base, relpath))
+    real = os.path.realpath(path)
+    for allowed in (base,) + tuple(gpus_file_dirs):
+        allowed = os.path.realpath(allowed)
+        if os.path.commonpath([allowed, real]) == allowed:
+            return path, True
+    return path, False
+
+
+def gpus_file_dir_hint(path):
+    """How to allow the GPU map ``path``'s directory (a global option)."""
+    directory = show_path(os.path.dirname(os.path.realpath(path)))
+    return ('the global option --os-nvlink-gpus-file-dir, given before '
+            '"nvlink": openstack --os-nvlink-gpus-file-dir %s nvlink ...'
+            % directory)
+
+
 def load(path, gpus_file_dirs=()):
     """Load and validate the topology file at ``path``.
 
@@ -308,16 +348,12 @@ class _Checker(object):
             self.problem(parts, '%s is not a file name'
                          % documents.short(relpath))
             return None
-        path = os.path.normpath(os.path.join(base, relpath))
-        real = os.path.realpath(path)
-        for allowed in (base,) + self.gpus_file_dirs:
-            allowed = os.path.realpath(allowed)
-            if os.path.commonpath([allowed, real]) == allowed:
-                return path
+        path, allowed = resolve_gpus_file(base, relpath, self.gpus_file_dirs)
+        if allowed:
+            return path
         self.problem(parts, '%s is outside %s, the directory of the topology '
-                     'file: move it there, or allow its directory with '
-                     '--os-nvlink-gpus-file-dir'
-                     % (documents.short(relpath), base))
+                     'file: move it there, or allow its directory with %s'
+                     % (show_path(relpath), base, gpus_file_dir_hint(path)))
         return None
 
     def mapping_file(self, relpath, parts):

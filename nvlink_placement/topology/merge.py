@@ -3,7 +3,10 @@
 A host present in two fragments is an error unless both entries are
 identical; so is a board defined twice differently, or two different
 ``group_trait_prefix`` values. ``gpus_file`` paths are rewritten to stay
-valid relative to the merged file.
+valid relative to the merged file; one that then leads outside the merged
+file's directory (and the allowed ``gpus_file`` directories) is an error
+saying where to write the merged file or which directory to allow: the
+merged file could not be read back.
 """
 
 import os
@@ -13,11 +16,14 @@ from nvlink_placement import errors
 from nvlink_placement.topology import loader
 
 
-def merge(paths, output):
+def merge(paths, output, gpus_file_dirs=(), shown=None):
     """Merge the topology files ``paths`` into one document.
 
     :param output: path the merged document will be written to (for
         ``gpus_file`` paths).
+    :param gpus_file_dirs: directories a ``gpus_file`` may lead to besides
+        the merged file's own (``--os-nvlink-gpus-file-dir``).
+    :param shown: the merged file in messages (default ``output``).
     :returns: the merged document (dict); validate it with
         :func:`nvlink_placement.topology.loader.parse` before writing.
     :raises TopologyError: naming both files for every conflict.
@@ -54,6 +60,12 @@ def merge(paths, output):
                         'gpus_file' in spec):
                     spec = dict(spec, gpus_file=os.path.relpath(
                         os.path.join(base, spec['gpus_file']), out_dir))
+                    problem = _outside(spec['gpus_file'], out_dir,
+                                       shown or output, gpus_file_dirs)
+                    if problem:
+                        problems.append(('%s: hosts.%s.gpus_file' % (
+                            path, name), problem))
+                        continue
                 section = merged.setdefault(kind, {})
                 if name in section and section[name] != spec:
                     problems.append((path, conflict(
@@ -67,6 +79,22 @@ def merge(paths, output):
     if 'boards' in merged:
         merged = dict(merged, boards=merged.pop('boards'))
     return merged
+
+
+def _outside(relpath, out_dir, output, gpus_file_dirs):
+    """Why the merged file cannot name the GPU map ``relpath``, or None."""
+    path, allowed = loader.resolve_gpus_file(out_dir, relpath,
+                                             gpus_file_dirs)
+    if allowed:
+        return None
+    return ('the GPU map %s is outside %s, the directory of the merged file '
+            '%s, which could then not read it: write the merged file (-o) '
+            'in %s or a directory above it, or allow the map\'s directory '
+            'with %s' % (
+                loader.show_path(path), loader.show_path(out_dir),
+                loader.show_path(output),
+                loader.show_path(os.path.dirname(os.path.realpath(path))),
+                loader.gpus_file_dir_hint(path)))
 
 
 _MISSING = object()

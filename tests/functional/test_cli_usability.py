@@ -424,3 +424,200 @@ class TestWording(base.BaseTestCase):
                       "textfile collector will not read it" % path,
                       result.stderr)
         self.assertTrue(os.path.exists(path))
+
+
+class TestNewcomerTrial(base.BaseTestCase):
+    """What a newcomer's mistakes get: named arguments, files and options."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def test_stray_topology_file_is_named_with_the_option(self):
+        result = cli.run(self, 'nvlink', 'reshape', fbase.H100_TOPOLOGY,
+                         '--dry-run')
+        self.assertEqual(3, result.code)
+        self.assertTrue(result.stderr.endswith(
+            'nvlink reshape: error: the following arguments are '
+            'required: --topology; unrecognized arguments: %s (%s is a '
+            'file: give it as --topology FILE)\n'
+            % (fbase.H100_TOPOLOGY, fbase.H100_TOPOLOGY)), result.stderr)
+
+    def test_mistyped_option_is_named(self):
+        result = cli.run(self, 'nvlink', 'reshape', '--topolgy', 'X',
+                         '--dry-run')
+        self.assertEqual(3, result.code)
+        self.assertTrue(result.stderr.endswith(
+            'error: the following arguments are required: --topology; '
+            'unrecognized arguments: --topolgy X (--topolgy: did you mean '
+            '--topology?)\n'), result.stderr)
+
+    def test_no_file_hint_for_an_output_option(self):
+        # "give it as --output FILE" would overwrite the topology.
+        result = cli.run(self, 'nvlink', 'snapshot', fbase.H100_TOPOLOGY)
+        self.assertEqual(3, result.code)
+        self.assertTrue(result.stderr.endswith(
+            'error: the following arguments are required: -o/--output; '
+            'unrecognized arguments: %s\n' % fbase.H100_TOPOLOGY),
+            result.stderr)
+
+    def test_topology_or_snapshot_as_flavors_file(self):
+        for path, what, option in (
+                (fbase.H100_TOPOLOGY, 'a topology', '--topology'),
+                (fbase.H100_SNAPSHOT, 'a Placement snapshot', '--snapshot')):
+            result = cli.run(self, 'nvlink', 'flavor', 'verify',
+                             '--topology', fbase.H100_TOPOLOGY, '--flavors',
+                             path, '--snapshot', fbase.H100_SNAPSHOT)
+            self.assertEqual(1, result.code)
+            self.assertEqual(
+                '%s: this is %s, not flavors (give it with %s); --flavors '
+                'takes flavors as "openstack nvlink flavor generate ... -f '
+                'json" prints them: a list of {"name", "vcpus", "ram", '
+                '"disk", "extra_specs"}\n' % (path, what, option),
+                result.stderr)
+        other = os.path.join(self.tmp, 'other.json')
+        with open(other, 'w') as f:
+            f.write('{"alias": "h100", "count": 2}')
+        result = cli.run(self, 'nvlink', 'flavor', 'verify', '--topology',
+                         fbase.H100_TOPOLOGY, '--flavors', other,
+                         '--snapshot', fbase.H100_SNAPSHOT)
+        self.assertEqual(1, result.code)
+        self.assertTrue(result.stderr.startswith(
+            "%s: this is not flavors (a mapping with keys 'alias', 'count'); "
+            "--flavors takes flavors" % other), result.stderr)
+
+    def test_format_options_with_text_only_output(self):
+        ids = ('--vendor-id', '10de', '--product-id', '2330')
+        for argv, message in (
+                (('nova-config', '--topology', fbase.H100_TOPOLOGY,
+                  '--alias', 'h100', '--ini', '-f', 'json') + ids,
+                 '-f json does not go with --ini, which prints config '
+                 'fragments, not rows: leave out -f/-c, or leave out --ini '
+                 'to get rows'),
+                (('tree', '--snapshot', fbase.H100_SNAPSHOT, '--dot', '-f',
+                  'json'),
+                 '-f json does not go with --dot, which prints Graphviz DOT, '
+                 'not rows: leave out -f/-c, or leave out --dot to get rows'),
+                (('tree', '--snapshot', fbase.H100_SNAPSHOT, '--dot', '-c',
+                  'host'),
+                 '-c host does not go with --dot, which prints Graphviz DOT, '
+                 'not rows'),
+                (('flavor', 'generate', '--topology', fbase.H100_TOPOLOGY,
+                  '--alias', 'h100', '--print-commands', '-f', 'yaml'),
+                 '-f yaml does not go with --print-commands, which prints '
+                 'openstack flavor commands, not rows')):
+            result = cli.run(self, 'nvlink', *argv)
+            self.assertEqual(3, result.code, argv)
+            self.assertIn(message, result.stderr)
+            self.assertEqual('', result.stdout)
+        # Without -f/-c the text outputs and the default formats still work.
+        result = cli.run(self, 'nvlink', 'tree', '--snapshot',
+                         fbase.H100_SNAPSHOT, '--dot')
+        self.assertEqual(0, result.code)
+        self.assertTrue(result.stdout.startswith('digraph placement {'))
+        result = cli.run(self, 'nvlink', 'nova-config', '--topology',
+                         fbase.H100_TOPOLOGY, '--alias', 'h100', *ids)
+        self.assertEqual(0, result.code)
+        self.assertTrue(result.stdout.startswith('+--'), result.stdout)
+
+    def test_numa_advice_names_host_and_address(self):
+        gpus = yaml.safe_load(open(fbase.H100_TOPOLOGY))['hosts'][
+            'compute-01']['gpus']
+        hosts = {}
+        for i in range(1, 13):
+            hosts['compute-%02d' % i] = {
+                'board': 'hgx-h100-8gpu',
+                'gpus': {address: dict(
+                    {'module_id': module, 'vendor_id': '10de',
+                     'device_id': '2330'},
+                    **({} if address == '0000:5d:00.0' else
+                       {'numa_node': 0 if module <= 4 else 1}))
+                    for address, module in gpus.items()}}
+        path = os.path.join(self.tmp, 'numa.yaml')
+        with open(path, 'w') as f:
+            yaml.safe_dump({'version': 1, 'hosts': hosts}, f)
+        result = cli.run(self, 'nvlink', 'nova-config', '--topology', path,
+                         '--alias', 'h100', '--sizes', '1', '--ini')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn(
+            '#   hw:numa_nodes=1  (every 1-GPU domain sits on one NUMA node; '
+            'the vCPUs and memory must fit that node; NUMA node unknown for '
+            '%s and 2 more)\n' % ', '.join(
+                'compute-%02d 0000:5d:00.0' % i for i in range(1, 11)),
+            result.stdout)
+
+    def test_nova_config_judges_sizes_as_generate(self):
+        message = ('size 3 refused: no NVLink domain of 3 GPUs in the '
+                   'topology; sizes that exist: 1, 2, 4, 8\n')
+        for argv in (('nova-config', '--vendor-id', '10de', '--product-id',
+                      '2330'), ('flavor', 'generate')):
+            result = cli.run(self, 'nvlink', *(argv + (
+                '--topology', fbase.H100_TOPOLOGY, '--alias', 'h100',
+                '--sizes', '2,3')))
+            self.assertEqual((1, '', message),
+                             (result.code, result.stdout, result.stderr))
+
+    def test_mapping_file_that_is_not_one(self):
+        result = cli.run(self, 'nvlink', 'host', 'inspect', '--mapping',
+                         fbase.H100_TOPOLOGY)
+        self.assertEqual(1, result.code)
+        self.assertEqual(
+            '%s: line 1 column 1: invalid JSON: Expecting value; expected '
+            'the GPU PCI address -> module id mapping file: a JSON object '
+            'such as {"00000000:18:00.0": 1, "00000000:2a:00.0": 2}, as '
+            'Fabric Manager writes /run/nvidia-fabricmanager/'
+            'gpu-pci-module-mapping.json\n' % fbase.H100_TOPOLOGY,
+            result.stderr)
+
+    def test_merge_with_a_map_outside_the_output_directory(self):
+        os.mkdir(os.path.join(self.tmp, 'frag'))
+        fragment = os.path.join(self.tmp, 'frag', 'a.yaml')
+        with open(fragment, 'w') as f:
+            f.write(open(os.path.join(fbase.EXAMPLES, 'hgx-a100.yaml')).read())
+        out = os.path.join(self.tmp, 'm.yaml')
+        maps = os.path.join(fbase.EXAMPLES, 'mappings')
+        result = cli.run(self, 'nvlink', 'topology', 'merge', fragment,
+                         fbase.H100_TOPOLOGY, '-o', out)
+        self.assertEqual(1, result.code)
+        self.assertEqual(
+            '%s: hosts.compute-02.gpus_file: the GPU map %s is outside %s, '
+            'the directory of the merged file %s, which could then not read '
+            'it: write the merged file (-o) in %s or a directory above it, '
+            'or allow the map\'s directory with the global option '
+            '--os-nvlink-gpus-file-dir, given before "nvlink": openstack '
+            '--os-nvlink-gpus-file-dir %s nvlink ...\n' % (
+                fbase.H100_TOPOLOGY, os.path.join(maps, 'compute-02.json'),
+                self.tmp, out, maps, maps), result.stderr)
+        self.assertFalse(os.path.exists(out))
+        # As the message says: the option merges, and reads the file back.
+        result = cli.run(self, '--os-nvlink-gpus-file-dir', maps, 'nvlink',
+                         'topology', 'merge', fragment, fbase.H100_TOPOLOGY,
+                         '-o', out)
+        self.assertEqual(0, result.code, result.stderr)
+        result = cli.run(self, '--os-nvlink-gpus-file-dir', maps, 'nvlink',
+                         'topology', 'validate', out)
+        self.assertEqual('%s: valid: 3 hosts, 24 GPUs, 18 groups\n' % out,
+                         result.stdout)
+
+    def test_prometheus_textfile_directory_checked_first(self):
+        path = os.path.join(self.tmp, 'missing', 'nvlink.prom')
+        result = cli.run(self, 'nvlink', 'check', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--prometheus-textfile', path)
+        self.assertEqual(
+            (1, '', 'cannot write %s: directory %s does not exist\n'
+             % (path, os.path.dirname(path))),
+            (result.code, result.stdout, result.stderr))
+        self.assertEqual([], os.listdir(self.tmp))
+
+    def test_save_snapshot_says_it_wrote(self):
+        out = os.path.join(self.tmp, 'reshaped.json')
+        result = cli.run(self, 'nvlink', 'reshape', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--save-snapshot', out,
+                         '-f', 'value', '-c', 'action')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('%s: 30 resource providers, 1 consumers\n' % out,
+                      result.stderr)
+        with open(out) as f:
+            self.assertEqual(30, len(json.load(f)['resource_providers']))

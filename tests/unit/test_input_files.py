@@ -276,12 +276,17 @@ class TestGpusFile(FilesTest):
         os.symlink(self.shadow, os.path.join(self.dir, 'topo-link'))
         for gpus_file in (self.shadow, '../elsewhere/shadow', '/etc/shadow'):
             path = self.topology(gpus_file)
+            leads_to = os.path.dirname(os.path.realpath(os.path.join(
+                os.path.dirname(path), gpus_file)))
+            # The whole path, and the global option before "nvlink".
             self.assertEqual(
                 ['%s: hosts.h.gpus_file: %s is outside %s, the directory of '
                  'the topology file: move it there, or allow its directory '
-                 'with --os-nvlink-gpus-file-dir'
-                 % (path, documents.short(gpus_file),
-                    os.path.dirname(path))], self.problems(path))
+                 'with the global option --os-nvlink-gpus-file-dir, given '
+                 'before "nvlink": openstack --os-nvlink-gpus-file-dir %s '
+                 'nvlink ...'
+                 % (path, gpus_file, os.path.dirname(path), leads_to)],
+                self.problems(path))
         # A link inside the directory that leads out is refused too.
         os.symlink(self.shadow, os.path.join(self.dir, 'topo', 'm.json'))
         found = self.problems(self.topology('m.json'))

@@ -37,13 +37,17 @@ class TestMappingFile(base.BaseTestCase):
         exc = self.assertRaises(errors.NvlinkError, module_ids.parse_mapping,
                                 '{"0000:18:00.0": 2,\n "x" 3}', 'm.json')
         self.assertEqual("m.json: line 2 column 6: invalid JSON: Expecting "
-                         "':' delimiter", str(exc))
+                         "':' delimiter; %s" % module_ids.EXPECTED, str(exc))
 
     def test_not_an_object(self):
         exc = self.assertRaises(errors.NvlinkError, module_ids.parse_mapping,
                                 '[["0000:18:00.0", 2]]', 'm.json')
-        self.assertEqual('m.json: expected a JSON object {"<PCI address>": '
-                         '<module id>}', str(exc))
+        self.assertEqual(
+            'm.json: got a list; expected the GPU PCI address -> module id '
+            'mapping file: a JSON object such as {"00000000:18:00.0": 1, '
+            '"00000000:2a:00.0": 2}, as Fabric Manager writes '
+            '/run/nvidia-fabricmanager/gpu-pci-module-mapping.json',
+            str(exc))
 
     def test_bad_key_and_values(self):
         for text, message in (
