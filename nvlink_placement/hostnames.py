@@ -12,45 +12,77 @@ import difflib
 LIMIT = 3
 
 
+#: How many names get the (slow) close-spelling search in one
+#: :class:`Names`: a topology naming thousands of hosts Placement does not
+#: know (the wrong cloud) must not take minutes to say so.
+FUZZY_BUDGET = 10
+
+
 def _first_label(name):
     return name.split('.', 1)[0].lower()
 
 
-def suggest(name, known):
-    """The names of ``known`` that ``name`` probably means, best first.
-
-    In this order, and only the first rule that finds any: equal but for
-    letter case; the same first DNS label (short name against FQDN, in
-    either direction, any case); else :func:`difflib.get_close_matches`
-    (at most :data:`LIMIT`, similarity 0.8 or more, compared in lower
-    case).
+class Names(object):
+    """Known names, indexed once for many :meth:`suggest` calls.
 
     :param known: names to choose from (compute node provider names).
-    :returns: list of names (empty: nothing close).
+    :param fuzzy_budget: how many calls may use the close-spelling search
+        (:func:`difflib.get_close_matches`, linear in ``known``); later
+        calls only try the case and short-name rules.
     """
-    known = sorted(set(known) - {name})
-    lower = name.lower()
-    same_case = [k for k in known if k.lower() == lower]
-    if same_case:
-        return same_case[:LIMIT]
-    label = _first_label(name)
-    same_label = [k for k in known if _first_label(k) == label]
-    if same_label:
-        return sorted(same_label, key=lambda k: (len(k), k))[:LIMIT]
-    by_lower = {}
-    for k in known:
-        by_lower.setdefault(k.lower(), k)
-    close = difflib.get_close_matches(lower, list(by_lower), n=LIMIT,
-                                      cutoff=0.8)
-    return [by_lower[c] for c in close]
+
+    def __init__(self, known, fuzzy_budget=FUZZY_BUDGET):
+        self.known = sorted(set(known))
+        self.by_lower = {}
+        self.by_label = {}
+        for k in self.known:
+            self.by_lower.setdefault(k.lower(), []).append(k)
+            self.by_label.setdefault(_first_label(k), []).append(k)
+        self.fuzzy_budget = fuzzy_budget
+
+    def suggest(self, name):
+        """The names ``name`` probably means, best first.
+
+        In this order, and only the first rule that finds any: equal but
+        for letter case; the same first DNS label (short name against
+        FQDN, in either direction, any case); else close spelling
+        (:func:`difflib.get_close_matches`, similarity 0.8 or more, in
+        lower case; while the budget lasts). At most :data:`LIMIT`.
+
+        :returns: list of names (empty: nothing close).
+        """
+        lower = name.lower()
+        same_case = [k for k in self.by_lower.get(lower, ()) if k != name]
+        if same_case:
+            return same_case[:LIMIT]
+        same_label = [k for k in self.by_label.get(_first_label(name), ())
+                      if k != name]
+        if same_label:
+            return sorted(same_label, key=lambda k: (len(k), k))[:LIMIT]
+        if self.fuzzy_budget <= 0:
+            return []
+        self.fuzzy_budget -= 1
+        close = difflib.get_close_matches(
+            lower, [k for k in self.by_lower if k != lower], n=LIMIT,
+            cutoff=0.8)
+        return [self.by_lower[c][0] for c in close]
+
+    def did_you_mean(self, name):
+        """`` (did you mean 'x'?)`` or '' when nothing is close."""
+        found = self.suggest(name)
+        if not found:
+            return ''
+        return ' (did you mean %s?)' % ' or '.join(repr(n) for n in found)
+
+
+def suggest(name, known):
+    """:meth:`Names.suggest` for one name."""
+    return Names(known).suggest(name)
 
 
 def did_you_mean(name, known):
-    """`` (did you mean 'x'?)`` or '' when nothing is close."""
-    found = suggest(name, known)
-    if not found:
-        return ''
-    return ' (did you mean %s?)' % ' or '.join(repr(n) for n in found)
+    """:meth:`Names.did_you_mean` for one name."""
+    return Names(known).did_you_mean(name)
 
 
 #: How many names :func:`known_hint` lists at most.
@@ -71,5 +103,5 @@ def known_hint(name, known):
     if not known:
         return ' (it has no hosts)'
     more = len(known) - LISTED
-    return ' (hosts: %s%s)' % (', '.join(known[:LISTED]),
+    return ' (hosts: %s%s)' % (', '.join(repr(k) for k in known[:LISTED]),
                                ' and %d more' % more if more > 0 else '')

@@ -1,6 +1,7 @@
 """``openstack nvlink reshape``, ``check`` and ``flatten``."""
 
 import logging
+import os
 import time
 
 
@@ -20,9 +21,15 @@ DEFAULT_WORKERS = 8
 
 
 def desired_hosts(app, parsed_args, health=True):
+    """The selected hosts' desired trees, and every topology host name.
+
+    :returns: ``(list of DesiredHost, frozenset of names)``; the names are
+        those of the whole topology, whatever ``--host`` selects.
+    """
     topology = common.load_topology(app, parsed_args.topology)
     hosts = topology_cmd.select_hosts(topology, parsed_args.host)
-    return [desired.from_topology(h, health=health) for h in hosts]
+    return ([desired.from_topology(h, health=health) for h in hosts],
+            frozenset(topology.hosts))
 
 
 HOST_HELP = ('Only this compute host (repeatable; default: every host of '
@@ -165,8 +172,8 @@ class Reshape(_PlanCommand):
         return parser
 
     def take_action(self, parsed_args):
-        hosts = desired_hosts(self.app, parsed_args,
-                              health=not parsed_args.no_health)
+        hosts, _ = desired_hosts(self.app, parsed_args,
+                                 health=not parsed_args.no_health)
         return self.apply(parsed_args, hosts,
                           allocations=run.CHANGED_HOSTS)
 
@@ -275,12 +282,13 @@ class Check(_PlanCommand):
         return act.CHECK_COLUMNS, rows
 
     def check(self, parsed_args, found):
-        hosts = desired_hosts(self.app, parsed_args,
-                              health=not parsed_args.no_health)
+        hosts, topology_names = desired_hosts(
+            self.app, parsed_args, health=not parsed_args.no_health)
         names = {h.name for h in hosts}
 
-        def outside(state, names):
-            with_groups, flat = run.hosts_outside(state, names)
+        def outside(state, _selected):
+            # Outside the whole topology, not outside the --host selection.
+            with_groups, flat = run.hosts_outside(state, topology_names)
             found['outside'] = with_groups
             found['not_in_topology'] = flat
             if flat:
@@ -293,7 +301,7 @@ class Check(_PlanCommand):
                              allocations=run.ALL_HOSTS)
             report_retries(client)
         context = repair.Context(
-            parsed_args.topology, frozenset(names),
+            os.path.abspath(parsed_args.topology), topology_names,
             hosts=tuple(dict.fromkeys(parsed_args.host)),
             reshape_options=('--no-health',) if parsed_args.no_health
             else (),

@@ -170,8 +170,9 @@ def plan(state, desired_hosts):
     for host in desired_hosts:
         size_traits |= host.traits
     marked = markers(state)
+    roots = hostnames.Names(state.root_names())
     for host in desired_hosts:
-        planner = _HostPlanner(state, host, size_traits, marked)
+        planner = _HostPlanner(state, host, size_traits, marked, roots)
         per_host.append(planner.plan())
         problems.extend(planner.problems)
         findings.extend(planner.findings)
@@ -193,8 +194,9 @@ def plan(state, desired_hosts):
 
 class _HostPlanner(object):
 
-    def __init__(self, state, host, size_traits, marked):
+    def __init__(self, state, host, size_traits, marked, roots):
         self.state = state
+        self.roots = roots      # hostnames.Names of the root providers
         self.host = host
         self.size_traits = size_traits
         self.marked = marked
@@ -217,7 +219,7 @@ class _HostPlanner(object):
         state, host = self.state, self.host
         cn = state.by_name.get(host.name)
         if cn is None:
-            hint = hostnames.did_you_mean(host.name, state.root_names())
+            hint = self.roots.did_you_mean(host.name)
             self.problem('no compute node resource provider named %r in '
                          'Placement%s' % (host.name, hint or (
                              ' (is nova-compute running there with [pci] '

@@ -142,6 +142,13 @@ class TestRepairEveryDrift(CheckTestCase):
         result, rows = self.check(after, topology=topology)
         self.assertEqual(0, result.code, rows)
 
+    def test_all_with_host_keeps_the_other_topology_hosts(self):
+        # --host limits what is checked; "outside" still means outside the
+        # whole topology: compute-02 is in it, reshaped, and in sync.
+        after = self.reshaped()
+        result, rows = self.check(after, '--all', '--host', 'compute-01')
+        self.assertEqual((0, []), (result.code, rows), result.stderr)
+
     def test_missing_trait_on_a_group(self):
         group = 'compute-01_nvlink-group-of-2-a'
 

@@ -137,7 +137,8 @@ class TestReshapeCommands(base.BaseTestCase):
                       topology, '--host', 'zzz', '-o', os.devnull)
         self.assertEqual(1, far.code, far.stderr)
         self.assertIn("%s: no host 'zzz' in the topology (hosts: "
-                      "compute-01, gpu-b.example.com)" % topology, far.stderr)
+                      "'compute-01', 'gpu-b.example.com')" % topology,
+                      far.stderr)
         self.assertNotIn('Traceback', far.stderr)
 
     def test_save_snapshot_needs_snapshot(self):

@@ -42,8 +42,23 @@ class TestHostnames(base.BaseTestCase):
         self.assertEqual(" (did you mean 'gpu-node-17.example.com'?)",
                          hostnames.known_hint('gpu-node-17', NODES))
         many = ['node-%02d' % i for i in range(12)]
-        self.assertEqual(' (hosts: %s and 2 more)' % ', '.join(many[:10]),
+        self.assertEqual(' (hosts: %s and 2 more)'
+                         % ', '.join(repr(n) for n in many[:10]),
                          hostnames.known_hint('storage-7', many))
+        # Names are quoted: a newline in one cannot split the message.
+        self.assertEqual(" (hosts: 'a\\nb')",
+                         hostnames.known_hint('x', ['a\nb']))
+
+    def test_close_spelling_budget(self):
+        # Thousands of unknown hosts (the wrong cloud): only the first few
+        # get the linear close-spelling search; the indexed rules stay.
+        names = hostnames.Names(NODES, fuzzy_budget=1)
+        self.assertEqual(['compute-01', 'compute-02'],
+                         names.suggest('compute01'))
+        self.assertEqual([], names.suggest('compute01'))
+        self.assertEqual(['gpu-node-17.example.com'],
+                         names.suggest('gpu-node-17'))
+        self.assertEqual(['compute-01'], names.suggest('COMPUTE-01'))
         self.assertEqual(' (it has no hosts)',
                          hostnames.known_hint('x', []))
 
