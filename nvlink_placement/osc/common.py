@@ -19,6 +19,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
 from osc_lib.command import command
+from osc_lib import utils
 
 from nvlink_placement import errors
 from nvlink_placement import helptext
@@ -29,7 +30,7 @@ from nvlink_placement.topology import loader
 
 SNAPSHOT_HINT = 'or run offline against a snapshot file with --snapshot FILE'
 # Formats that print each value as text: lists and mappings are joined.
-FLAT_FORMATS = ('value', 'csv')
+FLAT_FORMATS = ('value', 'csv', 'shell')
 
 
 #: Exit status of a usage error (see :data:`errors.USAGE_ERROR`); never 2,
@@ -175,18 +176,29 @@ def plural(count, noun, nouns=None):
     return '%d %s' % (count, noun if count == 1 else nouns or noun + 's')
 
 
-def flat(value):
-    """``value`` for ``-f value`` and ``-f csv``: no Python reprs.
+def flat(value, shell=False):
+    """``value`` for ``-f value``, ``csv`` and ``shell``: no Python reprs.
 
-    Lists become comma-joined text (``1,3``), mappings ``key=value``
-    pairs joined by commas.
+    Lists become comma-joined text (``1,3``); mappings ``key='value'``
+    pairs joined by ``, `` (osc_lib's ``format_dict``: values may hold
+    commas); None an empty string.
+
+    :param shell: also escape what is special inside double quotes in a
+        POSIX shell (backslash, ``$``, backquote); cliff's shell formatter
+        escapes only ``"``, so sourcing its output could run a command
+        hidden in a host name.
     """
     if isinstance(value, columns.FormattableColumn):
         value = value.machine_readable()
-    if isinstance(value, (list, tuple)):
-        return ','.join(str(v) for v in value)
-    if isinstance(value, dict):
-        return ','.join('%s=%s' % kv for kv in value.items())
+    if value is None:
+        value = ''
+    elif isinstance(value, (list, tuple)):
+        value = ','.join(str(v) for v in value)
+    elif isinstance(value, dict):
+        value = utils.format_dict(value)
+    if shell and isinstance(value, str):
+        value = (value.replace('\\', '\\\\').replace('$', '\\$')
+                 .replace('`', '\\`'))
     return value
 
 
@@ -208,7 +220,8 @@ class Lister(_UsageErrors, _Plain, command.Lister):
 
     def produce_output(self, parsed_args, column_names, data):
         if parsed_args.formatter in FLAT_FORMATS:
-            data = [[flat(v) for v in row] for row in data]
+            shell = parsed_args.formatter == 'shell'
+            data = [[flat(v, shell) for v in row] for row in data]
         return super().produce_output(parsed_args, column_names, data)
 
 
@@ -217,7 +230,7 @@ class ShowOne(_UsageErrors, _Plain, command.ShowOne):
 
     def produce_output(self, parsed_args, column_names, data):
         if parsed_args.formatter in FLAT_FORMATS:
-            data = [flat(v) for v in data]
+            data = [flat(v, parsed_args.formatter == 'shell') for v in data]
         return super().produce_output(parsed_args, column_names, data)
 
 

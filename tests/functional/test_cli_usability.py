@@ -213,6 +213,37 @@ class TestFormats(base.BaseTestCase):
                       '0000:4c:00.0,0000:5d:00.0 1,3\n', result.stdout)
         self.assertNotIn('[', result.stdout)
 
+    def test_value_format_of_mappings_and_empty_cells(self):
+        result = cli.run(self, 'nvlink', 'flavor', 'generate', '--topology',
+                         fbase.H100_TOPOLOGY, '--alias', 'h100', '--sizes',
+                         '2', '-f', 'value', '-c', 'extra_specs')
+        self.assertEqual(0, result.code, result.stderr)
+        # osc_lib's key='value' form: the values hold commas themselves.
+        self.assertEqual(
+            "pci_passthrough:alias='h100:2:_h100', "
+            "placement:group_policy='none', "
+            "placement:same_subtree='_h100-0,_h100-1,_nvl2', "
+            "trait_nvl2:CUSTOM_PCI_GROUP2='required'\n", result.stdout)
+        tree = cli.run(self, 'nvlink', 'tree', '--snapshot',
+                       fbase.H100_SNAPSHOT, '--host', 'compute-01',
+                       '-f', 'value', '-c', 'host', '-c', 'parent',
+                       '-c', 'module')
+        self.assertEqual(0, tree.code, tree.stderr)
+        self.assertEqual('compute-01  \n', tree.stdout.splitlines(True)[0])
+        self.assertNotIn('None', tree.stdout)
+
+    def test_shell_format_cannot_run_what_a_value_holds(self):
+        bad = self.write('bad.yaml', 'version: 1\nhosts:\n'
+                                     '  "h $(touch x) `id` \\\\ x":\n'
+                                     '    gpus: nope\n')
+        result = cli.run(self, 'nvlink', 'topology', 'validate', bad,
+                         '-f', 'shell', '-c', 'problems')
+        self.assertEqual(1, result.code, result.stderr)
+        self.assertEqual(
+            'problems="%s: hosts[\\"h \\$(touch x) \\`id\\` \\\\\\\\ '
+            'x\\"].gpus: expected a mapping, got a string \'nope\'"\n' % bad,
+            result.stdout)
+
     def test_merge_to_stdout(self):
         fragment = self.write('c1.yaml', 'version: 1\nhosts:\n  c1:\n'
                                          '    groups:\n'
