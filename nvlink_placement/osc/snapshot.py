@@ -1,6 +1,8 @@
 """``openstack nvlink snapshot``: export Placement state (read only), or
 write the flat tree Nova would report for a topology."""
 
+import logging
+
 import os_resource_classes
 
 from nvlink_placement import errors
@@ -8,6 +10,8 @@ from nvlink_placement.osc import common
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
+
+LOG = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 8
 #: Options that only --from-topology reads.
@@ -112,6 +116,9 @@ class Snapshot(common.Command):
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress)
         snapshot.write_file(document, parsed_args.output)
+        if not parsed_args.from_topology and not parsed_args.snapshot:
+            for line in snapshot.over_capacity(document, parsed_args.output):
+                LOG.warning('%s', line)
         self.app.stdout.write(common.snapshot_written(parsed_args.output,
                                                       document))
 

@@ -17,6 +17,7 @@ an untyped consumer is exported without the key, as servers older than
 """
 
 import json
+import logging
 import re
 
 import jsonschema
@@ -26,6 +27,8 @@ from oslo_utils import uuidutils
 
 from nvlink_placement import documents
 from nvlink_placement import errors
+
+LOG = logging.getLogger(__name__)
 
 FORMAT = 'nvlink-placement-snapshot'
 VERSION = 1
@@ -240,6 +243,8 @@ def read_file(path):
             'JSON in UTF-8' % (path, data[exc.start], exc.start))
     document = loads(text, path)
     validate(document, path)
+    for line in over_capacity(document, path):
+        LOG.warning('%s', line)
     return document
 
 
@@ -281,13 +286,14 @@ def validate(document, source='<snapshot>'):
     resource class names that exist (os-traits, os-resource-classes),
     unique provider uuids and names, parents that exist, no parent cycle,
     at most :data:`MAX_DEPTH` levels, allocations only on inventory the
-    provider has and never more than ``total * allocation_ratio``.
+    provider has.
 
-    An allocation beyond ``(total - reserved) * allocation_ratio`` or
-    outside ``min_unit``/``max_unit``/``step_size`` is accepted: Placement
-    holds such states when an inventory changes after the allocation
-    (Nova sets ``reserved = total`` on an allocated one-time-use device;
-    this tool reserves unhealthy GPUs).
+    An allocation beyond the inventory's capacity or outside
+    ``min_unit``/``max_unit``/``step_size`` is accepted: Placement holds
+    such states when an inventory changes after the allocation (Nova sets
+    ``reserved = total`` on an allocated one-time-use device; this tool
+    reserves unhealthy GPUs; an operator lowers an allocation ratio under
+    what runs, see :func:`over_capacity`).
 
     :raises NvlinkError: listing each problem as ``source: JSON path:
         what is wrong``.
@@ -464,8 +470,6 @@ def _tree_problems(providers, by_uuid):
 
 def _allocation_problems(allocations, providers, by_uuid):
     problems = []
-    used = {}
-    users = {}
     for consumer, alloc in allocations.items():
         for rp_uuid, entry in alloc['allocations'].items():
             where = ('allocations', consumer, 'allocations', rp_uuid)
@@ -474,52 +478,81 @@ def _allocation_problems(allocations, providers, by_uuid):
                                  % rp_uuid))
                 continue
             rp = providers[by_uuid[rp_uuid]]
-            for rc, amount in entry['resources'].items():
+            for rc in entry['resources']:
                 if rc not in rp.get('inventories', {}):
                     problems.append((where + ('resources', rc),
                                      'provider %r has no %s inventory'
                                      % (rp['name'], rc)))
-                    continue
-                used[(rp_uuid, rc)] = used.get((rp_uuid, rc), 0) + amount
-                users.setdefault((rp_uuid, rc), []).append(consumer)
-    for (rp_uuid, rc), amount in used.items():
-        rp = providers[by_uuid[rp_uuid]]
+    return problems
+
+
+def _usage(document):
+    """``{(rp uuid, rc): (amount, [consumer, ...])}`` of a valid snapshot."""
+    used = {}
+    for consumer, alloc in sorted(document.get('allocations', {}).items()):
+        for rp_uuid, entry in alloc['allocations'].items():
+            for rc, amount in entry['resources'].items():
+                total, users = used.get((rp_uuid, rc), (0, []))
+                used[(rp_uuid, rc)] = (total + amount, users + [consumer])
+    return used
+
+
+def over_capacity(document, source='<snapshot>'):
+    """Warnings for usage above ``total * allocation_ratio``.
+
+    Placement lets an inventory shrink below what is allocated against it
+    (it logs "now over-capacity"; ``_update_inventory_for_provider`` in
+    ``placement/objects/resource_provider.py``): a lowered
+    ``cpu_allocation_ratio`` on a busy host, a host that lost memory. The
+    instances keep running; nothing more fits there until usage drops.
+    Such a snapshot loads as it is.
+
+    :returns: list of lines ``source: JSON path: what``, at most
+        :data:`MAX_PROBLEMS` and a count of the rest.
+    """
+    providers = {rp['uuid']: rp for rp in document['resource_providers']}
+    lines = []
+    for (rp_uuid, rc), (amount, users) in sorted(_usage(document).items()):
+        rp = providers[rp_uuid]
         inv = dict(INVENTORY_DEFAULTS, **rp['inventories'][rc])
         if amount > inv['total'] * inv['allocation_ratio']:
-            consumers = users[(rp_uuid, rc)]
-            problems.append((
-                ('allocations', consumers[-1], 'allocations', rp_uuid,
-                 'resources', rc),
-                'over capacity: %d %s allocated on %r (by %s) but its '
-                'inventory holds total %d x allocation_ratio %s'
-                % (amount, rc, rp['name'], ', '.join(consumers),
-                   inv['total'], inv['allocation_ratio'])))
-    return problems
+            lines.append(
+                '%s: %s: over capacity: %d %s allocated on %r (by %s) but '
+                'its inventory holds total %d x allocation_ratio %s; '
+                'Placement keeps such allocations, nothing more fits there'
+                % (source, json_path(('allocations', users[-1],
+                                      'allocations', rp_uuid, 'resources',
+                                      rc)),
+                   amount, rc, rp['name'], ', '.join(users), inv['total'],
+                   inv['allocation_ratio']))
+    if len(lines) > MAX_PROBLEMS:
+        lines[MAX_PROBLEMS:] = ['%s: ... and %d more inventories over '
+                                'capacity' % (source,
+                                              len(lines) - MAX_PROBLEMS)]
+    return lines
 
 
 def strained(document):
     """Inventories that Placement would not accept allocations against now.
 
     ``{(rp uuid, resource class)}`` where the allocations exceed
-    ``(total - reserved) * allocation_ratio`` or break ``min_unit``,
-    ``max_unit`` or ``step_size``: states a live Placement reaches when an
-    inventory changes after the allocation. Loading through the API writes
-    these inventories relaxed first and the real values after the
-    allocations.
+    ``(total - reserved) * allocation_ratio`` (this includes
+    :func:`over_capacity`) or break ``min_unit``, ``max_unit`` or
+    ``step_size``: states a live Placement reaches when an inventory
+    changes after the allocation. Loading through the API writes these
+    inventories relaxed first and the real values after the allocations.
     """
     inventories = {rp['uuid']: rp.get('inventories', {})
                    for rp in document['resource_providers']}
-    used = {}
     found = set()
     for alloc in document.get('allocations', {}).values():
         for rp_uuid, entry in alloc['allocations'].items():
             for rc, amount in entry['resources'].items():
                 inv = dict(INVENTORY_DEFAULTS, **inventories[rp_uuid][rc])
-                used[(rp_uuid, rc)] = used.get((rp_uuid, rc), 0) + amount
                 if (amount < inv['min_unit'] or amount > inv['max_unit'] or
                         amount % inv['step_size']):
                     found.add((rp_uuid, rc))
-    for (rp_uuid, rc), amount in used.items():
+    for (rp_uuid, rc), (amount, _) in _usage(document).items():
         inv = dict(INVENTORY_DEFAULTS, **inventories[rp_uuid][rc])
         if amount > (inv['total'] - inv['reserved']) * inv[
                 'allocation_ratio']:

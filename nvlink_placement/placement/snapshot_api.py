@@ -173,8 +173,7 @@ def load(client, document):
     strained = snapshot.strained(document)
     for rp in providers:
         inventories = {
-            rc: (dict(inv, reserved=0, min_unit=1, max_unit=snapshot.MAX_INT,
-                      step_size=1) if (rp['uuid'], rc) in strained else inv)
+            rc: (_relaxed(inv) if (rp['uuid'], rc) in strained else inv)
             for rc, inv in rp.get('inventories', {}).items()}
         _create_provider(client, rp, inventories)
     _post_allocations(client, document.get('allocations', {}))
@@ -185,6 +184,12 @@ def load(client, document):
         client.request('PUT', url, version='1.26',
                        body={'inventories': rp['inventories'],
                              'resource_provider_generation': generation})
+
+
+def _relaxed(inventory):
+    """``inventory`` that any allocation of a valid snapshot fits into."""
+    return dict(inventory, reserved=0, min_unit=1, max_unit=snapshot.MAX_INT,
+                step_size=1, total=snapshot.MAX_INT, allocation_ratio=1.0)
 
 
 def _create_provider(client, rp, inventories):

@@ -2,6 +2,7 @@
 
 import copy
 import logging
+import os
 
 import fixtures
 from oslotest import base as oslo_base
@@ -152,9 +153,10 @@ class TestBulkLoad(base.PlacementTestCase):
                             version='1.38', expect=(204,),
                             body=dict(body, consumer_generation=4))
 
-    def test_over_capacity_after_a_lowered_ratio_is_refused_on_load(self):
+    def test_over_capacity_after_a_lowered_ratio_round_trips(self):
         # Placement lets an inventory shrink under its usage (it logs a
-        # warning); such a state exports but does not load.
+        # warning); such a state exports and reads back, with a warning
+        # naming the consumer (TestOverCapacity loads it).
         node = self.names['compute-01']
         url = '/resource_providers/%s/inventories' % node
         body = self.client.get(url)
@@ -162,13 +164,17 @@ class TestBulkLoad(base.PlacementTestCase):
                                            allocation_ratio=1.0)
         self.client.request('PUT', url, body=body, version='1.26')
         exported = self.placement.export()
-        exc = self.assertRaises(errors.NvlinkError, snapshot.validate,
-                                exported, 'prod.json')
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'prod.json')
+        snapshot.write_file(exported, path)
+        logs = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        self.assertEqual(exported, snapshot.read_file(path))
         self.assertEqual(
-            'prod.json: allocations["%s"].allocations["%s"].resources.VCPU: '
+            '%s: allocations["%s"].allocations["%s"].resources.VCPU: '
             "over capacity: 16 VCPU allocated on 'compute-01' (by %s) but "
-            'its inventory holds total 8 x allocation_ratio 1.0'
-            % (INSTANCE, node, INSTANCE), str(exc))
+            'its inventory holds total 8 x allocation_ratio 1.0; Placement '
+            'keeps such allocations, nothing more fits there\n'
+            % (path, INSTANCE, node, INSTANCE), logs.output)
 
     def test_a_second_load_of_the_same_trees_is_refused(self):
         before = self.placement.export()
@@ -219,6 +225,38 @@ class TestPreloadedServer(oslo_base.BaseTestCase):
         self.assertEqual(document, snapshot_api.export(client, workers=4))
         self.assertEqual('INSTANCE', client.get(
             '/allocations/%s' % INSTANCE, version='1.38')['consumer_type'])
+
+
+class TestOverCapacity(oslo_base.BaseTestCase):
+    """An inventory below its usage loads as it is, bulk and by the API."""
+
+    def over_capacity(self):
+        document = varied()
+        node = next(rp for rp in document['resource_providers']
+                    if rp['name'] == 'compute-01')
+        node['inventories']['VCPU'].update(total=8, max_unit=8,
+                                           allocation_ratio=1.0)
+        self.assertTrue(snapshot.over_capacity(document))
+        return document, node
+
+    def test_bulk(self):
+        document, _ = self.over_capacity()
+        with embedded.EmbeddedPlacement(document) as client:
+            self.assertEqual(document, client.placement.export())
+
+    def test_through_the_api(self):
+        self.useFixture(fixtures.MockPatchObject(
+            snapshot_db, 'KNOWN_REVISIONS', frozenset()))
+        document, node = self.over_capacity()
+        with embedded.EmbeddedPlacement(document) as client:
+            exported = client.placement.export()
+            self.assertEqual(8, client.get(
+                '/resource_providers/%s/inventories/VCPU'
+                % node['uuid'])['total'])
+        # The API gives new consumers generation 1: all else is the same.
+        expected = copy.deepcopy(document)
+        del expected['allocations'][INSTANCE]['consumer_generation']
+        self.assertEqual(expected, exported)
 
 
 class TestApiFallback(oslo_base.BaseTestCase):

@@ -170,16 +170,22 @@ class TestValidate(base.BaseTestCase):
              "s.json: resource_providers[1].parent_provider_uuid: "
              "'compute-01' is not a uuid"], self.problems(document))
 
-    def test_over_capacity(self):
+    def test_over_capacity_is_a_real_state(self):
+        # Placement lets an inventory shrink under its usage: the file is
+        # valid, strained (loaded relaxed through the API) and warned of.
         document = example()
         document['allocations'][OTHER] = copy.deepcopy(
             document['allocations'][CONSUMER])
+        snapshot.validate(document, 's.json')
+        self.assertEqual({(GPU, RC)}, snapshot.strained(document))
         self.assertEqual([
             "s.json: allocations[\"%s\"].allocations[\"%s\"].resources.%s: "
             "over capacity: 2 %s allocated on 'compute-01_0000:4C:00.0' (by "
-            "%s, %s) but its inventory holds total 1 x allocation_ratio 1.0"
+            "%s, %s) but its inventory holds total 1 x allocation_ratio 1.0; "
+            "Placement keeps such allocations, nothing more fits there"
             % (OTHER, GPU, RC, RC, CONSUMER, OTHER)],
-            self.problems(document))
+            snapshot.over_capacity(document, 's.json'))
+        self.assertEqual([], snapshot.over_capacity(example()))
 
     def test_reserved_after_allocation_is_a_real_state(self):
         # Nova reserves an allocated one-time-use device; this tool an
