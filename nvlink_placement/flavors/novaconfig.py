@@ -256,7 +256,8 @@ def to_ini(rows):
     """Render :class:`Setting` rows as commented config fragments.
 
     One block per service; flavor advice as comments with the
-    ``openstack flavor set`` property to use.
+    ``openstack flavor set`` property to use (at compute API 2.86, where
+    Nova validates extra specs).
     """
     blocks = collections.OrderedDict()
     for row in rows:
@@ -264,8 +265,8 @@ def to_ini(rows):
     out = []
     for service, settings_ in blocks.items():
         if settings_[0].section == EXTRA_SPECS:
-            out.append('# %s: openstack flavor set --property KEY=VALUE'
-                       % service)
+            out.append('# %s: openstack --os-compute-api-version 2.86 '
+                       'flavor set --property KEY=VALUE' % service)
             for row in settings_:
                 out.append('#   %s=%s  (%s)' % (row.option, row.value,
                                                 row.reason))

@@ -157,11 +157,18 @@ class GenerateFlavors(common.OwnOutput, common.Lister):
 
 
 def print_commands(flavor):
-    """``openstack flavor create`` and ``set`` commands for a FlavorSpec."""
+    """``openstack flavor create`` and ``set`` commands for a FlavorSpec.
+
+    ``flavor set`` names the compute API microversion at which Nova
+    validates extra specs (:data:`compute.EXTRA_SPECS_MICROVERSION`):
+    without it OSC sends 2.61, where an upstream Nova stores a named alias
+    and then fails every boot of the flavor.
+    """
     name = shlex.quote(flavor.name)
     lines = ['openstack flavor create --vcpus %d --ram %d --disk %d %s\n'
              % (flavor.vcpus, flavor.ram, flavor.disk, name),
-             'openstack flavor set \\\n']
+             'openstack --os-compute-api-version %s flavor set \\\n'
+             % compute.EXTRA_SPECS_MICROVERSION]
     lines += ['  --property %s \\\n' % shlex.quote('%s=%s' % kv)
               for kv in flavor.extra_specs.items()]
     lines.append('  %s\n' % name)

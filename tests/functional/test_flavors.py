@@ -451,7 +451,7 @@ class TestCli(oslo_base.BaseTestCase):
         self.assertEqual(
             'openstack flavor create --vcpus 32 --ram 262144 --disk 100 '
             'gpu.h100.2x\n'
-            'openstack flavor set \\\n'
+            'openstack --os-compute-api-version 2.86 flavor set \\\n'
             '  --property pci_passthrough:alias=h100:2:_h100 \\\n'
             '  --property trait_nvl2:CUSTOM_PCI_GROUP2=required \\\n'
             '  --property placement:same_subtree=_h100-0,_h100-1,_nvl2 \\\n'

@@ -159,6 +159,7 @@ class TestIni(base.BaseTestCase):
             '# because\n'
             'o = True\n'
             '\n'
-            '# flavors of 2 GPU(s): openstack flavor set --property '
+            '# flavors of 2 GPU(s): openstack --os-compute-api-version '
+            '2.86 flavor set --property '
             'KEY=VALUE\n'
             '#   hw:numa_nodes=1  (local)\n', novaconfig.to_ini(settings))
