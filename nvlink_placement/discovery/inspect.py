@@ -235,11 +235,11 @@ def _smi_findings(found):
     return lost, missing, notes
 
 
-def _affinity_notes(found, addresses):
+def _affinity_notes(found, addresses, lost):
     """Where the matrix's NUMA/CPU affinity disagrees with sysfs."""
     notes = []
-    for address, cells in topo_matrix.affinity(found.topo,
-                                               addresses).items():
+    for address, cells in topo_matrix.affinity(found.topo, addresses,
+                                               lost).items():
         gpu = found.pci.gpus[address]
         numa = cells.get('NUMA Affinity')
         nodes = sysfs.parse_list(numa)
@@ -337,11 +337,11 @@ def build_fragment(found):
         addresses = [g.address for g in found.smi.gpus]
         view = topo_matrix.analyse(found.topo, addresses,
                                    bool(found.pci.nvswitches),
-                                   _wiring(found, ids))
+                                   _wiring(found, ids), sorted(lost))
         for address, reasons in view.degraded.items():
             nvlink_reasons[address].extend(reasons)
         notes.extend(view.notes)
-        notes.extend(_affinity_notes(found, addresses))
+        notes.extend(_affinity_notes(found, addresses, sorted(lost)))
 
     groups, source = [], None
     if found.fm is not None:

@@ -210,15 +210,17 @@ def parse(text, source):
                       header_line)
 
 
-def affinity(matrix, addresses):
+def affinity(matrix, addresses, lost=()):
     """The affinity cells of each GPU row, by address.
 
     :param addresses: PCI addresses in NVML index order.
+    :param lost: as for :func:`analyse`.
     :returns: dict ``{address: {column name: value}}`` (non-empty cells,
         e.g. ``{'CPU Affinity': '0-55,112-167', 'NUMA Affinity': '0'}``).
     """
     return {address: matrix.attributes.get(column, {})
-            for column, address in _by_address(matrix, addresses).items()}
+            for column, address in _by_address(matrix, addresses,
+                                               lost).items()}
 
 
 @dataclasses.dataclass
@@ -247,14 +249,23 @@ class NvlinkView:
     notes: list
 
 
-def _by_address(matrix, addresses):
-    """dict GPU column -> address, checking the two describe one host."""
+def _by_address(matrix, addresses, lost=()):
+    """dict GPU column -> address, checking the two describe one host.
+
+    :param lost: addresses ``nvidia-smi -q`` reports lost. A matrix that
+        counts them too (NVML still counts a GPU it cannot open) numbers
+        every GPU in PCI bus order, nvidia-smi's order.
+    """
+    if lost and len(matrix.gpus) == len(addresses) + len(lost):
+        addresses = sorted(list(addresses) + list(lost),
+                           key=pci.address_sort_key)
     if len(matrix.gpus) != len(addresses):
         raise errors.NvlinkError(
             '%s: line %d: the header shows %d GPUs, but `nvidia-smi -q` '
-            'lists %d: they must come from the same host and moment'
+            'lists %d%s: they must come from the same host and moment'
             % (matrix.source, matrix.header_line, len(matrix.gpus),
-               len(addresses)))
+               len(addresses), ' and reports %d lost' % len(lost)
+               if lost else ''))
     index = {g: int(_GPU.match(g).group(1)) for g in matrix.gpus}
     if sorted(index.values()) != list(range(len(addresses))):
         raise errors.NvlinkError(
@@ -328,7 +339,7 @@ def _expected_links(pairs, switched, designed):
     return {p: floor for p, n in nv.items() if n}, SOURCE, None
 
 
-def analyse(matrix, addresses, nvswitch_board, wiring=None):
+def analyse(matrix, addresses, nvswitch_board, wiring=None, lost=()):
     """Read NVLink meshes and degraded links from a matrix.
 
     Groups: on an NVSwitch board (NVSwitches in sysfs) none, the domains
@@ -355,12 +366,16 @@ def analyse(matrix, addresses, nvswitch_board, wiring=None):
     :param nvswitch_board: True when sysfs lists NVSwitches.
     :param wiring: None, or ``(board name, {frozenset of two addresses:
         NVLink count})`` for a direct NVLink board.
+    :param lost: addresses ``nvidia-smi -q`` reports lost (not in
+        ``addresses``). A matrix with a column for each is read in PCI bus
+        order; one without them gets a note: their NVLink peers are
+        unknown, so no mesh holds them and they are not reserved.
     :returns: :class:`NvlinkView`.
     :raises NvlinkError: naming the line, when the matrix and
         ``addresses`` count different GPUs, or GPU pairs have no cell in
         either row (truncated capture).
     """
-    name = _by_address(matrix, addresses)
+    name = _by_address(matrix, addresses, lost)
     pairs = _pairs(matrix)
     designed = None
     if wiring is not None:
@@ -369,6 +384,14 @@ def analyse(matrix, addresses, nvswitch_board, wiring=None):
                             for p in pairs})
     linked = [p for p, link in pairs.items() if nv_count(link)]
     notes = []
+    unseen = sorted(set(lost) - set(name.values()), key=pci.address_sort_key)
+    if unseen and not nvswitch_board:
+        notes.append(
+            '%s has no column for lost GPU %s, so its NVLink peers are '
+            'unknown: the meshes found leave it out and reshape cannot '
+            'reserve it; give --board (and module ids) to place it by the '
+            "board's wiring, or reserve it by hand"
+            % (matrix.source, ', '.join(unseen)))
     if nvswitch_board:
         domains = [frozenset(name.values())]
         groups = dropped = []

@@ -402,6 +402,59 @@ class TestDirectNvlinkHosts(HostInspectTest):
             ' 96-127' % topo], host['notes'])
         self.assertEqual(0, host['gpus']['0000:41:00.0']['numa_node'])
 
+    def test_lost_gpu_in_the_matrix_stays_in_its_mesh(self):
+        # NVML counts a GPU it cannot open: a matrix with a column for it
+        # is read in PCI order, the mesh keeps it and reshape reserves it.
+        query = helpers.fixture_path('nvidia-smi',
+                                     'q-hgx-a100-4gpu-lost-gpu.txt')
+        topo = helpers.fixture_path('nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')
+        host = self.inspect('--nvidia-smi-q', query, '--topo-matrix', topo,
+                            '--no-fm', nvswitches=False, gpus=A100_4,
+                            device='0x20b2', driver='nvidia')
+        self.assertEqual([{'members': list(A100_4), 'source': 'topo-matrix',
+                           'mesh': True}], host['groups'])
+        self.assertEqual('unhealthy',
+                         host['gpus']['0000:c1:00.0']['health']['status'])
+        from nvlink_placement.plan import desired
+        wanted = desired.from_topology(self._load(host))
+        self.assertEqual(
+            {'compute-01_0000:C1:00.0'},
+            {n for n, gpu in wanted.gpus.items() if gpu.reserve})
+        self.assertEqual('compute-01_nvlink-group-of-4-a',
+                         wanted.gpus['compute-01_0000:C1:00.0'].parent)
+
+    def test_lost_gpu_missing_from_the_matrix_is_named(self):
+        query = helpers.fixture_path('nvidia-smi',
+                                     'q-hgx-a100-4gpu-lost-gpu.txt')
+        lines = open(helpers.fixture_path(
+            'nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')).read().splitlines()
+        kept = []
+        for line in lines:
+            if line.startswith(('GPU3', 'mlx5_3')):
+                continue
+            if line.lstrip().startswith('GPU0') or line.startswith(
+                    ('GPU', 'mlx5')):
+                cells = line.split()
+                # Drop the GPU3 and mlx5_3 columns (header: no row name).
+                header = line.lstrip().startswith('GPU0')
+                drop = (3, 7) if header else (4, 8)
+                line = '\t'.join(
+                    c for i, c in enumerate(cells) if i not in drop)
+            kept.append(line)
+        topo = self.write('topo.txt', '\n'.join(kept) + '\n')
+        host = self.inspect('--nvidia-smi-q', query, '--topo-matrix', topo,
+                            '--no-fm', nvswitches=False, gpus=A100_4,
+                            device='0x20b2', driver='nvidia')
+        self.assertEqual([{'members': list(A100_4)[:3],
+                           'source': 'topo-matrix', 'mesh': True}],
+                         host['groups'])
+        self.assertIn(
+            '%s has no column for lost GPU 0000:c1:00.0, so its NVLink '
+            'peers are unknown: the meshes found leave it out and reshape '
+            "cannot reserve it; give --board (and module ids) to place it "
+            "by the board's wiring, or reserve it by hand" % topo,
+            host['notes'])
+
     def test_lost_gpu_is_unhealthy_and_reserved(self):
         query = helpers.fixture_path('nvidia-smi',
                                      'q-hgx-a100-4gpu-lost-gpu.txt')
