@@ -59,7 +59,8 @@ def _schema_errors(document, validator_schema):
                     ' (did you mean %r?)' % close[0] if close else ''), True))
             continue
         if error.validator == 'oneOf':
-            message = _one_of_message(error)
+            inner, message = _one_of_message(error)
+            where += inner
         elif error.validator == 'const' and where == ['version']:
             message = ('unsupported format version %s (this tool reads '
                        'version 1)' % documents.short(error.instance))
@@ -110,17 +111,33 @@ def _message(error):
 
 
 def _one_of_message(error):
+    """A ``oneOf`` failure (a list, or a mapping of the same thing).
+
+    For a mapping the errors of the mapping form are reported (jsonschema's
+    ``best_match`` would pick the list form's "expected a list"), at the
+    key inside the mapping, with a close spelling of an unknown key.
+
+    :returns: ``(key path parts below the error's, message)``.
+    """
     value = error.instance
     if isinstance(value, dict):
-        sub = jsonschema.exceptions.best_match(error.context)
+        mapping_form = [
+            sub for sub in error.context
+            if error.validator_value[sub.relative_schema_path[0]].get(
+                'type') == 'object']
+        sub = jsonschema.exceptions.best_match(mapping_form or error.context)
         if sub.validator == 'additionalProperties':
-            known = set(sub.schema.get('properties', {}))
-            extra = sorted(set(sub.instance) - known, key=str)
-            return 'unknown key(s) %s%s' % (
+            known = sorted(sub.schema.get('properties', {}))
+            extra = sorted(set(sub.instance) - set(known), key=str)
+            close = difflib.get_close_matches(str(extra[0]), known, 1)
+            return [], 'unknown key(s) %s%s%s' % (
                 ', '.join(documents.short(k) for k in extra[:5]),
-                ' and %d more' % (len(extra) - 5) if len(extra) > 5 else '')
-        return _message(sub)
-    return ('%s is not valid here: expected %s' % (
+                ' and %d more' % (len(extra) - 5) if len(extra) > 5 else '',
+                ' (did you mean %r?)' % close[0]
+                if close and len(extra) == 1 else '')
+        return (list(sub.absolute_path)[len(error.absolute_path):],
+                _message(sub))
+    return [], ('%s is not valid here: expected %s' % (
         documents.short(value),
         ' or '.join(_describe(s) for s in error.validator_value)))
 

@@ -336,8 +336,28 @@ class TestMeshes(TestLoader):
             'version: 1\nhosts:\n  h:\n    groups:\n'
             '      - members: ["0000:01:00.0", "0000:02:00.0"]\n'
             '        mesh: yes please\n')
-        self.assertEqual(1, len(found))
-        self.assertEqual('F: hosts.h.groups[0]', found[0][0])
+        self.assertEqual([('F: hosts.h.groups[0].mesh',
+                           "expected true or false, got a string "
+                           "'yes please'")], found)
+
+    def test_mistakes_in_the_mapping_form_of_a_group(self):
+        # The list form's "expected a list" would hide what is wrong.
+        group = ('version: 1\nhosts:\n  h:\n    groups:\n      - %s\n')
+        self.assertEqual([('F: hosts.h.groups[0]', "unknown key(s) 'meshh' "
+                           "(did you mean 'mesh'?)")], self.problems(
+            group % '{members: ["0000:01:00.0", "0000:02:00.0"], meshh: 1}'))
+        self.assertEqual([('F: hosts.h.groups[0].members',
+                           "expected a list, got a string '0000:01:00.0'")],
+                         self.problems(group % '{members: "0000:01:00.0"}'))
+        self.assertEqual([('F: hosts.h.groups[0]',
+                           "missing required key 'members'")],
+                         self.problems(group % '{mesh: true}'))
+        self.assertEqual([('F: boards.b.groups[0].mesh',
+                           'expected true or false, got an integer 1')],
+                         self.problems(
+                             'version: 1\nboards:\n  b:\n    gpus: [1, 2]\n'
+                             '    groups: [{members: [1, 2], mesh: 1}]\n'
+                             'hosts: {}\n'))
 
     def test_board_and_groups_must_agree_on_meshes(self):
         found = self.problems(
