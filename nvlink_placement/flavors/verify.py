@@ -399,8 +399,11 @@ class _TimeoutAdapter(object):
 def with_timeout(client, seconds=DEFAULT_TIMEOUT):
     """A :class:`PlacementClient` on ``client``'s adapter with a timeout.
 
-    Each request gives up after ``seconds`` (no connect retries) with a
-    message pointing at the wide-tree settings.
+    Each request gives up after ``seconds`` (not resent: a query that slow
+    is the wide-tree trap, not a passing fault) with a message pointing at
+    the wide-tree settings; other failures are retried for
+    ``client.retry_window`` as usual.
     """
     return pc.PlacementClient(_TimeoutAdapter(client.adapter, seconds),
-                              description=client.description)
+                              description=client.description,
+                              retry_window=client.retry_window)

@@ -354,11 +354,14 @@ def _seconds(text):
     return value
 
 
-def add_retry_arguments(parser):
+def add_retry_arguments(parser, timeouts=True):
     """``--retry-window``, ``--request-timeout`` and ``--timeout``.
 
     They apply to a live Placement (see
     :mod:`nvlink_placement.placement.client` for the retry rules).
+
+    :param timeouts: False adds ``--retry-window`` only (``flavor verify``
+        has a ``--timeout`` of its own).
     """
     parser.add_argument(
         '--retry-window', metavar='SECONDS', type=_seconds,
@@ -368,6 +371,8 @@ def add_retry_arguments(parser):
              'this long after its first failure, waiting 0.5 s doubling to '
              '5 s (with jitter) between tries (default %g; 0 never '
              'resends).' % pc.DEFAULT_RETRY_WINDOW)
+    if not timeouts:
+        return
     parser.add_argument(
         '--request-timeout', metavar='SECONDS', type=_seconds,
         default=pc.DEFAULT_REQUEST_TIMEOUT,

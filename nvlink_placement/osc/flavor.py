@@ -249,6 +249,7 @@ class VerifyFlavors(common.Lister):
                             help='Per request, live Placement only '
                                  '(default %d).' % verify.DEFAULT_TIMEOUT)
         common.add_placement_arguments(parser, save=False)
+        common.add_retry_arguments(parser, timeouts=False)
         return parser
 
     def run(self, parsed_args):

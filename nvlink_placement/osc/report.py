@@ -36,6 +36,7 @@ def _add_common(parser):
                         help='Compute host (repeatable; default: every tree '
                              'holding Nova PCI providers).')
     common.add_placement_arguments(parser, save=False)
+    common.add_retry_arguments(parser)
 
 
 def _topology(app, parsed_args):

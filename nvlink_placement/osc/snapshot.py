@@ -72,6 +72,7 @@ class Snapshot(common.Command):
                             metavar='N',
                             help='Reads in flight at once against a live '
                                  'cloud (default %d).' % DEFAULT_WORKERS)
+        common.add_retry_arguments(parser)
         source = parser.add_mutually_exclusive_group()
         source.add_argument(
             '--snapshot', metavar='FILE',
@@ -111,7 +112,7 @@ class Snapshot(common.Command):
             with common.offline(parsed_args.snapshot) as embedded:
                 document = embedded.export(parsed_args.host)
         else:
-            client = common.live_client(self.app)
+            client = common.live_client(self.app, parsed_args)
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress)

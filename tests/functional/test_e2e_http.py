@@ -113,3 +113,27 @@ class TestUnreachablePlacement(base.BaseTestCase):
         self.assertIn('cannot reach Placement', result.stderr)
         self.assertIn('--retry-window', result.stderr)
         self.assertNotIn('Traceback', result.stderr)
+
+    def test_every_live_command_takes_the_option_it_names(self):
+        # The message names --retry-window: each command that reads a live
+        # Placement takes it (and says it gave up within it).
+        port = placement_server.free_port()
+        auth = ('--os-auth-type', 'admin_token', '--os-token', 'admin',
+                '--os-endpoint', 'http://127.0.0.1:%d' % port)
+        tmp = self.useFixture(fixtures.TempDir()).path
+        flavors = os.path.join(tmp, 'flavors.json')
+        with open(flavors, 'w') as f:
+            f.write(openstack('nvlink', 'flavor', 'generate', '--topology',
+                              fbase.H100_TOPOLOGY, '--alias', 'h100',
+                              '--sizes', '2', '-f', 'json').stdout)
+        for command in (('tree',), ('capacity',),
+                        ('snapshot', '-o', os.path.join(tmp, 'out.json')),
+                        ('flavor', 'verify', '--topology',
+                         fbase.H100_TOPOLOGY, '--flavors', flavors,
+                         '--resource-class', novalike.GPU_RC)):
+            result = openstack('nvlink', *command, '--retry-window', '0',
+                               *auth)
+            self.assertEqual(1, result.returncode, (command, result.stderr))
+            self.assertIn('(retried for 0 s, --retry-window)',
+                          result.stderr, command)
+            self.assertNotIn('Traceback', result.stderr)
