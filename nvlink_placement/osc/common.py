@@ -391,19 +391,46 @@ def live_client(app, parsed_args=None, hint=SNAPSHOT_HINT):
 
     Retries and timeouts come from :func:`add_retry_arguments` options when
     the command has them, else the defaults. keystoneauth's own retries
-    stay off: the client is the one retry layer.
+    stay off: the client is the one retry layer. The token is fetched
+    here, before any Placement request, within the request timeout (the
+    session's default, which keystoneauth applies to the identity
+    requests too) and inside the run's deadline.
+
+    :raises NvlinkError: no credentials, the identity service does not
+        answer or refuses them.
     """
     manager = authenticate(app, 'Placement', hint)
     adapter = ks_adapter.Adapter(
         session=manager.session, service_type='placement',
         interface=manager.interface, region_name=manager.region_name)
-    return pc.PlacementClient(
+    client = pc.PlacementClient(
         adapter, description='Placement',
         retry_window=getattr(parsed_args, 'retry_window',
                              pc.DEFAULT_RETRY_WINDOW),
         request_timeout=getattr(parsed_args, 'request_timeout',
                                 pc.DEFAULT_REQUEST_TIMEOUT) or None,
         run_timeout=getattr(parsed_args, 'run_timeout', None))
+    timeout = [t for t in (client.request_timeout, client.run_timeout)
+               if t is not None]
+    if timeout:
+        manager.session.timeout = min(timeout)
+    try:
+        adapter.get_token()
+    except ks_exc.ConnectTimeout as exc:
+        raise errors.NvlinkError(
+            'the identity service did not answer within %g s '
+            '(--request-timeout): %s' % (min(timeout), _one_line(exc)))
+    except ks_exc.ConnectionError as exc:
+        raise errors.NvlinkError('cannot reach the identity service: %s'
+                                 % _one_line(exc))
+    except ks_exc.ClientException as exc:
+        raise errors.NvlinkError('the identity service refused the '
+                                 'credentials: %s' % _one_line(exc))
+    return client
+
+
+def _one_line(exc):
+    return ' '.join(str(exc).split())
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -112,6 +113,33 @@ class TestUnreachablePlacement(base.BaseTestCase):
         self.assertEqual(1, result.returncode)
         self.assertIn('cannot reach Placement', result.stderr)
         self.assertIn('--retry-window', result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+
+    def test_identity_service_that_never_answers(self):
+        # Keystone accepts the connection and says nothing: the token
+        # request is bounded by --request-timeout, before any Placement
+        # request, and named.
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(('127.0.0.1', 0))
+        listener.listen(16)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith('OS_')}
+        result = subprocess.run(
+            [os.path.join(os.path.dirname(sys.executable), 'openstack'),
+             'nvlink', 'check', '--topology', fbase.H100_TOPOLOGY,
+             '--request-timeout', '1', '--os-auth-url',
+             'http://127.0.0.1:%d/v3' % listener.getsockname()[1],
+             '--os-username', 'u', '--os-password', 'p',
+             '--os-project-name', 'p', '--os-user-domain-name', 'Default',
+             '--os-project-domain-name', 'Default',
+             '--os-identity-api-version', '3'],
+            capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertIn('the identity service did not answer within 1 s '
+                      '(--request-timeout): Request to http://127.0.0.1:%d'
+                      '/v3/auth/tokens timed out'
+                      % listener.getsockname()[1], result.stderr)
         self.assertNotIn('Traceback', result.stderr)
 
     def test_every_live_command_takes_the_option_it_names(self):
