@@ -295,10 +295,9 @@ class VerifyFlavors(common.Lister):
             if not parsed_args.snapshot:
                 client = verify.with_timeout(client, parsed_args.timeout)
                 nova = self._detect(parsed_args, client)
-                self.app.stderr.write('flavor verify: %s\n'
-                                      % nova.describe())
                 queries = [request.build(f, aliases, parsed_args.limit,
                                          nova) for f in flavors]
+            self.app.stderr.write('flavor verify: %s\n' % nova.describe())
             providers = verify.read_providers(client)
             for query in queries:
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,

@@ -369,7 +369,9 @@ class TestCli(oslo_base.BaseTestCase):
             '--topology', B200_TOPOLOGY, '--flavors', flavors, '-f', 'json',
             '-c', 'flavor', '-c', 'host', '-c', 'candidates', '-c',
             'valid_sets', '-c', 'invalid_sets', '-c', 'missing_sets')
-        self.assertEqual((0, ''), (code, err))
+        # Offline too, the query shape it modelled is said.
+        self.assertEqual((0, 'flavor verify: Nova 34 query, owner filter on '
+                             '(default Nova 34)\n'), (code, err))
         self.assertEqual([
             {'flavor': 'gpu.b200.%dx' % size, 'host': B200_HOST,
              'candidates': candidates, 'valid_sets': valid,
@@ -393,7 +395,8 @@ class TestCli(oslo_base.BaseTestCase):
                   '--resource-class', H100_RC, '-f', 'value', '-c', 'host',
                   '-c', 'candidates', '-c', 'valid_sets')
         code, out, err = self.openstack(*verify)
-        self.assertEqual((0, ''), (code, err))
+        self.assertEqual((0, 'flavor verify: Nova 34 query, owner filter on '
+                             '(default Nova 34)\n'), (code, err))
         # One GPU of compute-01 (module 5: pair -c, quad -b) is in use.
         self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
                          'compute-01 6 3\ncompute-02 8 4\n', out)
@@ -412,7 +415,8 @@ class TestCli(oslo_base.BaseTestCase):
         self.assertIn('gpu.h100.2x on compute-01: provider(s) compute-01 '
                       'lack OWNER_NOVA', err)
         code, out, err = self.openstack(*verify + ['--nova-release', '33'])
-        self.assertEqual((0, ''), (code, err))
+        self.assertEqual((0, 'flavor verify: Nova 33 query, owner filter off '
+                             '(--nova-release 33)\n'), (code, err))
         self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
                          'compute-01 6 3\ncompute-02 8 4\n', out)
 
