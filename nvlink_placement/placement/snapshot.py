@@ -315,7 +315,7 @@ def _schema_problems(document):
     the same but for uuid, name and parent), and jsonschema takes about
     half a millisecond per provider: each distinct shape is checked once.
     """
-    problems = [(tuple(e.absolute_path), documents.schema_message(e))
+    problems = [_schema_problem((), e)
                 for e in _OUTLINE_VALIDATOR.iter_errors(document)]
     if problems:
         return sorted(problems, key=lambda p: [str(x) for x in p[0]])
@@ -330,8 +330,7 @@ def _schema_problems(document):
                              if k not in _IDENTITY}, sort_keys=True))
         if shape in valid:
             continue
-        found = [(('resource_providers', i) + tuple(e.absolute_path),
-                  documents.schema_message(e))
+        found = [_schema_problem(('resource_providers', i), e)
                  for e in _PROVIDER_VALIDATOR.iter_errors(rp)]
         if found:
             problems.extend(sorted(found,
@@ -339,6 +338,19 @@ def _schema_problems(document):
         else:
             valid.add(shape)
     return problems
+
+
+def _schema_problem(prefix, error):
+    """``(path, message)`` of a jsonschema error below ``prefix``.
+
+    A bad key (``propertyNames``) is reported at the key itself:
+    ``allocations["instance-1"]``, not at the mapping that holds it.
+    """
+    where = prefix + tuple(error.absolute_path)
+    if 'propertyNames' in error.schema_path:
+        return where + (error.instance,), 'key %s' % (
+            documents.schema_message(error))
+    return where, documents.schema_message(error)
 
 
 _STANDARD_TRAITS = None

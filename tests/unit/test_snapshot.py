@@ -161,8 +161,8 @@ class TestValidate(base.BaseTestCase):
             'project_id': 'p', 'user_id': 'u',
             'allocations': {GPU: {'resources': {RC: 1}}}}}
         self.assertEqual(
-            ["s.json: allocations: 'instance-1' does not match "
-             "'^[0-9a-fA-F-]{36}$'"], self.problems(document))
+            ["s.json: allocations[\"instance-1\"]: key 'instance-1' does "
+             "not match '^[0-9a-fA-F-]{36}$'"], self.problems(document))
         del document['allocations']
         self.assertEqual(
             ["s.json: resource_providers[0].uuid: 'compute-01' is not a "
