@@ -38,7 +38,7 @@ def main(argv=None):
     options.add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        options.execute(args, sys.stdout)
+        options.execute(args, sys.stdout, sys.stderr)
     except errors.NvlinkError as exc:
         print('%s: error: %s' % (PROG, exc), file=sys.stderr)
         return 1

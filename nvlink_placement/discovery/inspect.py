@@ -176,9 +176,14 @@ def _check_board(found, ids):
     board, name = found.board, found.board_name
     missing = [a for a in found.pci.gpus if a not in ids]
     if missing:
+        if found.smi is None:
+            hint = 'give --mapping or --nvidia-smi-q'
+        else:
+            hint = ('%s gives none for them: drivers before the HGX era '
+                    'print no Module ID; give --mapping' % found.smi.source)
         raise errors.NvlinkError(
             '--board %s needs the module id of every GPU, missing for %s '
-            '(give --mapping or --nvidia-smi-q)' % (name, _show(missing)))
+            '(%s)' % (name, _show(missing), hint))
     module_ids.by_module_id(ids, '--board %s' % name)
     alien = ['%s (%d)' % (a, ids[a]) for a in found.pci.gpus
              if ids[a] not in board.gpus]

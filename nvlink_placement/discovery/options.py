@@ -147,12 +147,17 @@ def render(fragment, output_format):
                           default_flow_style=False)
 
 
-def execute(args, stdout):
+def execute(args, stdout, stderr):
     """Build the fragment and write it to ``args.output`` or ``stdout``.
+
+    Written to a file, the fragment's notes and the GPUs that are not
+    healthy are also printed to ``stderr`` (one line each): nobody reads
+    the file before it is merged.
 
     :raises NvlinkError: for any problem an operator can fix.
     """
-    text = render(fragment_from_args(args), args.format)
+    fragment = fragment_from_args(args)
+    text = render(fragment, args.format)
     if not args.output:
         stdout.write(text)
         return
@@ -162,3 +167,12 @@ def execute(args, stdout):
     except OSError as exc:
         raise errors.NvlinkError('cannot write %s: %s'
                                  % (args.output, exc.strerror or exc))
+    for name, host in fragment['hosts'].items():
+        for address, gpu in host['gpus'].items():
+            health = gpu.get('health') or {}
+            if health.get('status', 'ok') != 'ok':
+                stderr.write('%s: %s: GPU %s %s: %s\n' % (
+                    args.output, name, address, health['status'],
+                    '; '.join(health.get('reasons', ()))))
+        for note in host.get('notes', ()):
+            stderr.write('%s: %s: note: %s\n' % (args.output, name, note))

@@ -26,7 +26,7 @@ class HostInspect(common.Command):
         return options.add_arguments(parser)
 
     def take_action(self, parsed_args):
-        options.execute(parsed_args, self.app.stdout)
+        options.execute(parsed_args, self.app.stdout, self.app.stderr)
 
 
 class HostPartitions(common.Lister):

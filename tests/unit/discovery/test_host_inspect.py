@@ -345,6 +345,36 @@ class TestDirectNvlinkHosts(HostInspectTest):
                            ('CUSTOM_PCI_GROUP2', 'CUSTOM_PCI_GROUP4'))],
                          [(g.name, g.members, g.traits) for g in groups])
 
+    def test_board_without_module_ids_in_an_old_query(self):
+        # DGX-1 era drivers print no Module ID in nvidia-smi -q.
+        query = self.write('q.txt', helpers.query_text(list(DGX1)))
+        message = self.error('--board', 'dgx-1-v100', '--nvidia-smi-q',
+                             query, '--no-fm', nvswitches=False, gpus=DGX1,
+                             device='0x1db5', driver='nvidia')
+        self.assertEqual(
+            '--board dgx-1-v100 needs the module id of every GPU, missing '
+            'for %s (%s gives none for them: drivers before the HGX era '
+            'print no Module ID; give --mapping)'
+            % (', '.join(DGX1), query), message)
+
+    def test_output_file_says_notes_and_unhealthy_gpus(self):
+        query = helpers.fixture_path('nvidia-smi',
+                                     'q-hgx-a100-4gpu-lost-gpu.txt')
+        topo = helpers.fixture_path('nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')
+        out = self.write('fragment.yaml', '')
+        code, stdout, stderr = self.run_main(
+            '--nvidia-smi-q', query, '--topo-matrix', topo, '--no-fm',
+            '-o', out, nvswitches=False, gpus=A100_4, device='0x20b2',
+            driver='nvidia')
+        self.assertEqual((0, ''), (code, stdout))
+        self.assertEqual(
+            '%s: compute-01: GPU 0000:c1:00.0 unhealthy: nvidia-smi cannot '
+            'open it: %s\n'
+            '%s: compute-01: note: %s reports GPU 0000:c1:00.0 lost: %s\n'
+            % (out, LOST, out, query, LOST), stderr)
+        with open(out) as f:
+            self.assertIn('unhealthy', f.read())
+
     def test_dgx1_board_judges_the_wiring(self):
         mapping = self.write('map.json', json.dumps(
             {a: i + 1 for i, a in enumerate(DGX1)}))
@@ -639,7 +669,14 @@ class TestOutput(HostInspectTest):
         code, stdout, stderr = self.run_main(
             '--mapping', self.mapping(), '--no-nvidia-smi', '--no-fm',
             '-f', 'json', '-o', out)
-        self.assertEqual((0, '', ''), (code, stdout, stderr))
+        # Written to a file, the fragment's notes are said too.
+        self.assertEqual((0, '', '%s: compute-01: note: all GPUs share one '
+                          'NVLink fabric (NVSwitches present); its domains '
+                          'come from Fabric Manager partitions (libnvfm, '
+                          '--fm-address, --fmpm-json) or --board '
+                          '(hgx-2-16gpu, hgx-a100-16gpu, hgx-a100-8gpu, '
+                          'hgx-b200-8gpu, hgx-h100-8gpu), and neither was '
+                          'used\n' % out), (code, stdout, stderr))
         with open(out) as handle:
             document = json.load(handle)
         self.assertEqual(1, document['version'])
@@ -659,7 +696,8 @@ class TestOscCommand(HostInspectTest):
 
     def test_same_options_and_output(self):
         host = self.useFixture(helpers.FakeSysfs())
-        app = types.SimpleNamespace(stdout=io.StringIO())
+        app = types.SimpleNamespace(stdout=io.StringIO(),
+                                    stderr=io.StringIO())
         command = osc_host.HostInspect(app, None)
         self.assertFalse(command.auth_required)
         parser = command.get_parser('openstack nvlink host inspect')
