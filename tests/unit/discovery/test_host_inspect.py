@@ -335,9 +335,11 @@ class TestDirectNvlinkHosts(HostInspectTest):
                            'mesh': True} for q in quads], host['groups'])
         self.assertEqual({'ok'}, {g['health']['status']
                                   for g in host['gpus'].values()})
-        self.assertEqual(1, len(host['notes']))
+        self.assertEqual(2, len(host['notes']))
         self.assertTrue(host['notes'][0].startswith(
             '%s: NVLinked GPUs {0000:06:00.0, 0000:85:00.0}; ' % topo))
+        self.assertTrue(host['notes'][1].startswith(
+            '%s: NVLink counts differ between GPU pairs (NV1, NV2)' % topo))
         groups = self._load(host).groups
         self.assertEqual([('compute-01_nvlink-group-of-4-a', tuple(quads[0]),
                            ('CUSTOM_PCI_GROUP2', 'CUSTOM_PCI_GROUP4')),

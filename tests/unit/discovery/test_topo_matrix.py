@@ -253,9 +253,13 @@ class TestDirectNvlink(base.BaseTestCase):
                          view.dropped)
         self.assertEqual({}, view.degraded)
         self.assertEqual([frozenset(DGX1)], view.domains)
-        self.assertEqual(1, len(view.notes))
+        self.assertEqual(2, len(view.notes))
         self.assertIn('{0000:06:00.0, 0000:85:00.0}; {0000:07:00.0, '
                       '0000:86:00.0}', view.notes[0])
+        self.assertTrue(view.notes[1].endswith(
+            ': NVLink counts differ between GPU pairs (NV1, NV2): judged by '
+            'the counts every GPU has, so links weakened alike on every GPU '
+            'look as designed; give --board for the designed wiring'))
 
     def test_dgx1_board_wiring_finds_what_symmetry_cannot(self):
         text = helpers.read_fixture('nvidia-smi',
@@ -286,7 +290,19 @@ class TestDirectNvlink(base.BaseTestCase):
         view = self._view(4, lambda i, j: 'NV%d' % quad[frozenset((i, j))])
         self.assertEqual({}, view.degraded)
         self.assertEqual([tuple(_addresses(4))], view.groups)
-        self.assertEqual([], view.notes)
+        # Healthy, but what symmetry cannot see is said.
+        self.assertEqual(1, len(view.notes))
+        self.assertIn('NVLink counts differ between GPU pairs (NV1, NV2)',
+                      view.notes[0])
+
+    def test_gpu_weakened_to_every_peer_is_noted(self):
+        # GPU0 at NV4 to all three peers of an NV6 mesh: every GPU has an
+        # NV4, so symmetry cannot call it degraded; the note says so.
+        view = self._view(4, lambda i, j: 'NV4' if 0 in (i, j) else 'NV6')
+        self.assertEqual({}, view.degraded)
+        self.assertEqual(1, len(view.notes))
+        self.assertIn('NVLink counts differ between GPU pairs (NV4, NV6): '
+                      'judged by the counts every GPU has', view.notes[0])
 
     def test_weak_link_in_a_uniform_mesh(self):
         view = self._view(4, lambda i, j: 'NV5' if {i, j} == {0, 1}
