@@ -14,7 +14,8 @@ message names the file and has no line longer than
 not ended after :data:`HANG_SECONDS`: a hang guard, not a measurement.
 Seeded, so a failure names a case that can be replayed.
 
-Snapshots are left out: their reading belongs to the snapshot module.
+Snapshots (the two example exports) go through the same reader every
+``--snapshot`` command uses, checks included.
 """
 
 import json
@@ -39,6 +40,7 @@ from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
 from nvlink_placement.hook import config
 from nvlink_placement.hook import domain
+from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import loader
 from tests.functional import cli
 from tests.unit.discovery import helpers
@@ -218,6 +220,13 @@ class TestFuzzLoaders(base.BaseTestCase):
                           files.read_text(path, 'capture'), path))
         self.fuzz('fmpm.json', helpers.fmpm_json(helpers.H100_TABLE).encode(),
                   fabric_manager.read_fmpm_json)
+
+    def test_snapshots(self):
+        for name in ('hgx-h100-snapshot.json', 'direct-nvlink-snapshot.json'):
+            self.fuzz(name, self.read('etc', 'examples', name),
+                      snapshot.read_file)
+        self.exit_1('hgx-h100-snapshot.json', 'nvlink', 'tree',
+                    '--snapshot')
 
     def test_hook_inputs(self):
         self.fuzz('hook.conf', b'[hook]\npolicy = allow\nfm_timeout = 2\n'
