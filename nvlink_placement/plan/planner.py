@@ -119,8 +119,9 @@ def split_allocations(state, desired_hosts):
     one whole domain (a flavor of N GPUs asks for one, DESIGN.md section
     5); one that holds GPUs of two of them (placed before the reshape, or
     by a flavor without the NVLink keys) keeps running without NVLink
-    between its GPUs. Judged on the desired tree, so ``reshape`` can warn
-    before it moves anything.
+    between its GPUs. N without domains of its own size is judged by the
+    smallest domains that can hold N (3 GPUs: the quads). Judged on the
+    desired tree, so ``reshape`` can warn before it moves anything.
 
     :param state: :class:`State` with ``allocations`` loaded for the GPUs
         in use (GPUs without an entry count as free).
@@ -136,9 +137,12 @@ def split_allocations(state, desired_hosts):
                                                   ()):
                 held.setdefault(consumer, set()).add(name)
         domains = host.domains()
+        sizes = sorted({n for g, _ in domains for n in g.sizes})
         for consumer, gpus in sorted(held.items()):
+            # The smallest domains that can hold them (3 GPUs: a quad).
+            size = next((n for n in sizes if n >= len(gpus)), None)
             same_size = [(g, members) for g, members in domains
-                         if len(gpus) in g.sizes]
+                         if size in g.sizes]
             if len(gpus) < 2 or not same_size or any(
                     gpus <= members for _, members in same_size):
                 continue
@@ -149,8 +153,7 @@ def split_allocations(state, desired_hosts):
                        'domain of size %d (they are in %s): the instance '
                        'keeps running without NVLink between them; resize '
                        'or migrate it to repair' % (
-                           consumer, len(gpus), len(gpus),
-                           ', '.join(touched)),
+                           consumer, len(gpus), size, ', '.join(touched)),
                 drift=act.SPLIT_ALLOCATION, consumer=consumer))
     return findings
 

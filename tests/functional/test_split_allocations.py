@@ -77,6 +77,27 @@ class TestSplitAllocations(base.PlacementTestCase):
         self.assertEqual([(f.provider, f.detail) for f in findings],
                          [(f.provider, f.detail) for f in again.findings])
 
+    def test_sizes_without_domains_of_their_own(self):
+        # Three GPUs are judged by the quads: across them is split, inside
+        # one is not.
+        for consumer in (SPLIT_PAIR, GOOD_PAIR, SPLIT_QUAD):
+            self.client.request('DELETE', '/allocations/%s' % consumer,
+                                expect=(204,))
+        across, inside = SPLIT_PAIR, GOOD_PAIR
+        for consumer, modules in ((across, (1, 2, 5)), (inside, (6, 7, 8))):
+            novalike.allocate(self.client, consumer, {
+                self.names[gpu(m)]: {novalike.GPU_RC: 1} for m in modules})
+        findings = run.run(self.client, self.hosts, apply=False,
+                           allocations=run.ALL_HOSTS).findings
+        self.assertEqual(
+            [(', '.join(sorted(gpu(m) for m in (1, 2, 5))),
+              'consumer %s holds 3 GPUs that share no NVLink domain of size '
+              '4 (they are in %s_nvlink-group-of-4-a, '
+              '%s_nvlink-group-of-4-b): the instance keeps running without '
+              'NVLink between them; resize or migrate it to repair'
+              % (across, HOST, HOST))],
+            [(f.provider, f.detail) for f in findings])
+
     def test_reads_only_the_gpus_in_use(self):
         hosts = self.hosts
         self.client.requests.clear()
