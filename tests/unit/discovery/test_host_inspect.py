@@ -434,6 +434,16 @@ class TestDirectNvlinkHosts(HostInspectTest):
             ' 96-127' % topo], host['notes'])
         self.assertEqual(0, host['gpus']['0000:41:00.0']['numa_node'])
 
+    def assert_lost_gpu_reserved_in_its_quad(self, host):
+        """reshape would reserve 0000:c1:00.0 inside group-of-4-a."""
+        from nvlink_placement.plan import desired
+        wanted = desired.from_topology(self._load(host))
+        self.assertEqual(
+            {'compute-01_0000:C1:00.0'},
+            {n for n, gpu in wanted.gpus.items() if gpu.reserve})
+        self.assertEqual('compute-01_nvlink-group-of-4-a',
+                         wanted.gpus['compute-01_0000:C1:00.0'].parent)
+
     def test_lost_gpu_in_the_matrix_stays_in_its_mesh(self):
         # NVML counts a GPU it cannot open: a matrix with a column for it
         # is read in PCI order, the mesh keeps it and reshape reserves it.
@@ -447,13 +457,7 @@ class TestDirectNvlinkHosts(HostInspectTest):
                            'mesh': True}], host['groups'])
         self.assertEqual('unhealthy',
                          host['gpus']['0000:c1:00.0']['health']['status'])
-        from nvlink_placement.plan import desired
-        wanted = desired.from_topology(self._load(host))
-        self.assertEqual(
-            {'compute-01_0000:C1:00.0'},
-            {n for n, gpu in wanted.gpus.items() if gpu.reserve})
-        self.assertEqual('compute-01_nvlink-group-of-4-a',
-                         wanted.gpus['compute-01_0000:C1:00.0'].parent)
+        self.assert_lost_gpu_reserved_in_its_quad(host)
 
     def test_lost_gpu_missing_from_the_matrix_is_named(self):
         query = helpers.fixture_path('nvidia-smi',
@@ -501,13 +505,7 @@ class TestDirectNvlinkHosts(HostInspectTest):
             host['gpus']['0000:c1:00.0']['health'])
         self.assertEqual(['%s reports GPU 0000:c1:00.0 lost: %s'
                           % (query, LOST)], host['notes'])
-        from nvlink_placement.plan import desired
-        wanted = desired.from_topology(self._load(host))
-        self.assertEqual(
-            {'compute-01_0000:C1:00.0'},
-            {n for n, gpu in wanted.gpus.items() if gpu.reserve})
-        self.assertEqual('compute-01_nvlink-group-of-4-a',
-                         wanted.gpus['compute-01_0000:C1:00.0'].parent)
+        self.assert_lost_gpu_reserved_in_its_quad(host)
 
     def test_gpu_missing_from_query_is_named(self):
         query = self.write('q.txt', helpers.query_text(list(A100_4)[:3],
