@@ -405,13 +405,8 @@ class TestDirectNvlinkHosts(HostInspectTest):
             [tuple(list(DGX1)[:4]), tuple(list(DGX1)[4:])])
 
     def test_a100_4gpu_whole_host_mesh(self):
-        query = self.write('q.txt', helpers.query_text(list(A100_4)))
-        topo = helpers.fixture_path('nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')
-        host = self.inspect('--nvidia-smi-q', query, '--topo-matrix', topo,
-                            '--no-fm', nvswitches=False, gpus=A100_4,
-                            device='0x20b2', driver='nvidia')
-        self.assertEqual([{'members': list(A100_4), 'source': 'topo-matrix',
-                           'mesh': True}], host['groups'])
+        host = self.inspect_a100_mesh(
+            self.write('q.txt', helpers.query_text(list(A100_4))))
         self.assertNotIn('notes', host)
         group, = self._load(host).groups
         self.assertEqual(('compute-01_nvlink-group-of-4-a', None,
@@ -434,6 +429,16 @@ class TestDirectNvlinkHosts(HostInspectTest):
             ' 96-127' % topo], host['notes'])
         self.assertEqual(0, host['gpus']['0000:41:00.0']['numa_node'])
 
+    def inspect_a100_mesh(self, query):
+        """Inspect the HGX A100 4-GPU host; its one group is the mesh."""
+        topo = helpers.fixture_path('nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')
+        host = self.inspect('--nvidia-smi-q', query, '--topo-matrix', topo,
+                            '--no-fm', nvswitches=False, gpus=A100_4,
+                            device='0x20b2', driver='nvidia')
+        self.assertEqual([{'members': list(A100_4), 'source': 'topo-matrix',
+                           'mesh': True}], host['groups'])
+        return host
+
     def assert_lost_gpu_reserved_in_its_quad(self, host):
         """reshape would reserve 0000:c1:00.0 inside group-of-4-a."""
         from nvlink_placement.plan import desired
@@ -447,14 +452,8 @@ class TestDirectNvlinkHosts(HostInspectTest):
     def test_lost_gpu_in_the_matrix_stays_in_its_mesh(self):
         # NVML counts a GPU it cannot open: a matrix with a column for it
         # is read in PCI order, the mesh keeps it and reshape reserves it.
-        query = helpers.fixture_path('nvidia-smi',
-                                     'q-hgx-a100-4gpu-lost-gpu.txt')
-        topo = helpers.fixture_path('nvidia-smi', 'topo-hgx-a100-4gpu-nv4.txt')
-        host = self.inspect('--nvidia-smi-q', query, '--topo-matrix', topo,
-                            '--no-fm', nvswitches=False, gpus=A100_4,
-                            device='0x20b2', driver='nvidia')
-        self.assertEqual([{'members': list(A100_4), 'source': 'topo-matrix',
-                           'mesh': True}], host['groups'])
+        host = self.inspect_a100_mesh(helpers.fixture_path(
+            'nvidia-smi', 'q-hgx-a100-4gpu-lost-gpu.txt'))
         self.assertEqual('unhealthy',
                          host['gpus']['0000:c1:00.0']['health']['status'])
         self.assert_lost_gpu_reserved_in_its_quad(host)
