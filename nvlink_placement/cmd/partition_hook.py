@@ -20,8 +20,9 @@ Settings: ``/etc/nvlink-placement/hook.conf`` (see the partition hook
 chapter of the documentation). Exit status: 0 done or nothing to do,
 1 failure (refused start), 3 wrong arguments (the usage error status of
 every nvlink-placement command; libvirt only tells zero from non-zero).
-Every failure,
-unreadable domain XML included, is one line and follows the policy.
+Every failure, domain XML that cannot be read included, is one line and
+follows the policy. fm_deadline bounds how long the hook holds up a
+start: waiting for another hook's lock counts against it.
 
 Runs on a compute node with nothing but Python 3.10+: it imports no
 OpenStack library.
@@ -31,6 +32,7 @@ import logging
 import logging.handlers
 import os
 import sys
+import time
 
 from nvlink_placement import errors
 from nvlink_placement import helptext
@@ -99,13 +101,19 @@ def _read_xml(stream):
 
 
 def _guest(argv):
-    """The guest, or ``(None, problem)`` when its XML cannot be read."""
+    """The guest and the problem reading its XML (None when there is none).
+
+    Whatever the reason the XML cannot be read, the problem is an
+    ``NvlinkError`` and the guest has no devices.
+    """
     name = domain.printable(argv[0])
+    source = 'domain XML of guest %s' % name
     try:
-        guest = domain.parse(_read_xml(sys.stdin),
-                             'domain XML of guest %s' % name)
-    except errors.NvlinkError as exc:
-        return domain.Domain(name, ()), exc
+        guest = domain.parse(_read_xml(sys.stdin), source)
+    except Exception as exc:
+        return domain.Domain(name, ()), (
+            exc if isinstance(exc, errors.NvlinkError) else
+            errors.NvlinkError('%s: %s' % (source, activation.describe(exc))))
     return guest._replace(name=guest.name or name), None
 
 
@@ -114,7 +122,9 @@ def main(argv=None):
 
     Once the configuration is read every failure, expected or not, takes
     the policy path with a one-line message; before that (no policy
-    known) it exits 1 with a one-line message.
+    known) it exits 1 with a one-line message. A domain XML that cannot
+    be read is such a failure, found first and applied once the policy is
+    known.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] in (['-h'], ['--help']):
@@ -129,15 +139,15 @@ def main(argv=None):
         return 0
     try:
         guest, problem = _guest(argv)
+        # fm_deadline counts from here: libvirt has written the XML.
+        started = time.monotonic()
         if problem is None and not guest.pci_addresses:
             return 0
         settings = config.load(os.environ)
     except Exception as exc:
-        sys.stderr.write('%s: error: %s\n' % (PROG, ' '.join(str(
-            exc if isinstance(exc, errors.NvlinkError) else 'unexpected %s: '
-            '%s' % (type(exc).__name__, exc)).split())))
+        sys.stderr.write('%s: error: %s\n' % (PROG, activation.describe(exc)))
         return 1
     log = make_logger(settings.log, sys.stderr)
     if problem is not None:
         return activation.failed(settings, action, guest.name, problem, log)
-    return activation.run(settings, action, guest, log)
+    return activation.run(settings, action, guest, log, started)

@@ -8,10 +8,12 @@ The file (default ``/etc/nvlink-placement/hook.conf``, or the one named by
     fm_socket = /run/nvidia-fabricmanager/fm.sock  # or fm_address
     fm_library = /usr/lib/x86_64-linux-gnu/libnvfm.so.1
     fm_timeout = 5             # seconds, FM's connection timeout
-    fm_deadline = 30           # seconds for the whole FM conversation
+    fm_deadline = 30           # seconds the hook may hold up a VM start:
+                               # lock wait and FM conversation together
     mapping = /run/nvidia-fabricmanager/gpu-pci-module-mapping.json
     lock_dir = /run/nvlink-placement
-    lock_timeout = 60          # seconds
+    lock_timeout = 60          # seconds to wait for another hook (the
+                               # wait also ends at fm_deadline)
     sysfs_root = /sys
     log = auto                 # syslog, stderr, or auto (syslog when
                                # /dev/log exists)
@@ -26,6 +28,12 @@ missing default file means all defaults; a missing file named by
 The file, like every file the hook trusts, must be root's and writable by
 root only, and so must its directories (:mod:`.trust`). Times are seconds
 above 0, at most an hour.
+
+``fm_deadline`` is the one bound on how long the hook holds up a VM
+start, counted from when it has read the domain XML: waiting for the
+host lock counts against it, and the Fabric Manager conversation gets
+what is left. ``lock_timeout`` can only end the lock wait sooner; at or
+above ``fm_deadline`` it changes nothing.
 """
 
 import configparser
@@ -58,12 +66,16 @@ class Settings:
         or :ivar fm_socket: its Unix socket; at most one of them.
     :ivar fm_library: libnvfm to load (None: the loader's search).
     :ivar fm_timeout: FM connection timeout, seconds (libnvfm's own).
-    :ivar fm_deadline: seconds the hook waits for the whole Fabric Manager
-        conversation (load libnvfm, connect, read, act, disconnect)
-        before it stops it and applies the policy.
-    :ivar mapping: the BDF -> module id mapping file.
+    :ivar fm_deadline: the most seconds the hook holds up a VM start,
+        from when it has read the domain XML: the wait for the host lock
+        counts against it, and the whole Fabric Manager conversation
+        (load libnvfm, connect, read, act, disconnect) gets what is left;
+        then it stops and applies the policy.
+    :ivar mapping: the BDF -> module id mapping file; its addresses must
+        be NVIDIA GPUs of this host.
     :ivar lock_dir: where ``hook.lock`` lives.
-    :ivar lock_timeout: seconds to wait for another hook.
+    :ivar lock_timeout: seconds to wait for another hook; the wait ends
+        at ``fm_deadline`` anyway, so this can only make it shorter.
     :ivar sysfs_root: where sysfs is mounted (tells NVIDIA GPUs from
         other PCI devices).
     :ivar log: ``auto``, ``syslog`` or ``stderr``.

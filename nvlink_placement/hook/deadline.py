@@ -13,7 +13,13 @@ crash in it (a signal) is reported like any other failure.
 The child reports over a pipe, one JSON object per line: ``{"step":
 "..."}`` before each stage (so a timeout can say what it was waiting
 for), then ``{"result": ...}`` or ``{"error": "..."}``.
+
+The hook has one bound on how long it holds up a VM start: a
+:class:`Deadline` set when it starts (``fm_deadline`` seconds), which
+the wait for the host lock (:mod:`.lock`) and then the child share.
 """
+
+import collections
 
 import json
 import os
@@ -24,8 +30,32 @@ import time
 from nvlink_placement import errors
 
 
+# Under this, time spent before the work (the lock wait) is not named.
+NOTABLE_WAIT = 0.1
+
+
 class DeadlineExceeded(errors.NvlinkError):
     """The work did not finish in time and was stopped."""
+
+
+class Deadline(collections.namedtuple('Deadline', 'at seconds')):
+    """A point in time (``time.monotonic()``) the hook must not pass.
+
+    :ivar at: the monotonic clock value; :ivar seconds: the setting it
+        comes from (``fm_deadline``), for messages.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def start(cls, seconds, started=None):
+        """``seconds`` from ``started`` (``time.monotonic()``; None: now)."""
+        return cls((time.monotonic() if started is None else started) +
+                   seconds, seconds)
+
+    def left(self):
+        """Seconds until :attr:`at`, 0 once it has passed."""
+        return max(0.0, self.at - time.monotonic())
 
 
 def _child(work, out):
@@ -55,19 +85,45 @@ def _read_until(fd, deadline):
         chunks.append(chunk)
 
 
-def run(work, seconds, what):
+def _too_late(what, seconds, left, waited, doing):
+    """The error for work stopped (``left`` > 0) or never started."""
+    after = (' after %.1f s waiting for another nvlink-partition-hook'
+             % waited if waited >= NOTABLE_WAIT else '')
+    if left <= 0:
+        return DeadlineExceeded('fm_deadline (%g s) passed%s, before %s '
+                                'could be asked' % (seconds, after, what))
+    if not after:
+        return DeadlineExceeded('%s did not answer within %g s%s: stopped '
+                                'waiting (fm_deadline)' % (what, seconds,
+                                                           doing))
+    return DeadlineExceeded(
+        '%s did not answer%s in the %.1f s left of fm_deadline (%g s)%s: '
+        'stopped waiting' % (what, doing, left, seconds, after))
+
+
+def run(work, seconds, what, until=None, waited=0.0):
     """``work(step)`` in a child process, for at most ``seconds``.
 
     :param work: callable taking ``step(text)`` (call it before each
         stage) and returning JSON-serializable data.
+    :param seconds: the time allowed (``fm_deadline``).
     :param what: what the work talks to, for messages (``'Fabric
         Manager'``).
+    :param until: a :class:`Deadline` that started earlier (the hook's):
+        the work gets only what is left of it. None: ``seconds`` from now.
+    :param waited: seconds of ``until`` spent waiting for the host lock,
+        for messages.
     :returns: what ``work`` returned.
     :raises DeadlineExceeded: when it did not finish in time (the child
-        is killed), naming the stage it was in.
+        is killed, or never started when no time is left), naming the
+        stage it was in.
     :raises NvlinkError: with the message of an error ``work`` raised, or
         when the child died without reporting.
     """
+    until = Deadline.start(seconds) if until is None else until
+    left = until.left()
+    if left <= 0:
+        raise _too_late(what, seconds, 0.0, waited, '')
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: do the work, report, never return
@@ -83,7 +139,7 @@ def run(work, seconds, what):
     os.close(write_fd)
     data, finished = b'', False
     try:
-        data, finished = _read_until(read_fd, time.monotonic() + seconds)
+        data, finished = _read_until(read_fd, until.at)
     finally:  # whatever happened here, the child does not outlive us
         os.close(read_fd)
         if not finished:
@@ -100,9 +156,7 @@ def run(work, seconds, what):
     steps = [r['step'] for r in reports if 'step' in r]
     doing = ' while %s' % steps[-1] if steps else ''
     if not finished:
-        raise DeadlineExceeded('%s did not answer within %g s%s: stopped '
-                               'waiting (fm_deadline)' % (what, seconds,
-                                                          doing))
+        raise _too_late(what, seconds, left, waited, doing)
     end = reports[-1] if reports else {}
     if 'result' in end:
         return end['result']

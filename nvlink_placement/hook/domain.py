@@ -97,7 +97,8 @@ def parse(text, source='domain XML'):
     :param text: the XML (bytes as libvirt writes them, or str).
     :param source: what the text is, for messages.
     :returns: :class:`Domain`.
-    :raises NvlinkError: for text that is not XML, a root other than
+    :raises NvlinkError: for text that is not XML (in its declared
+        encoding, one Python does not know included), a root other than
         ``<domain>``, or a PCI host device without a valid
         ``<source><address>``; the message names the ``<hostdev>``.
     """
@@ -106,6 +107,8 @@ def parse(text, source='domain XML'):
     except ElementTree.ParseError as exc:
         raise errors.NvlinkError('%s: invalid XML: %s' % (source, exc))
     except ValueError as exc:  # str with an encoding declaration
+        raise errors.NvlinkError('%s: invalid XML: %s' % (source, exc))
+    except LookupError as exc:  # a declared encoding Python does not know
         raise errors.NvlinkError('%s: invalid XML: %s' % (source, exc))
     if root.tag != 'domain':
         raise errors.NvlinkError('%s: expected a <domain> document, got <%s>'

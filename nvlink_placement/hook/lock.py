@@ -36,17 +36,22 @@ class HostLock:
     :param directory: created (mode 0755) when missing.
     :param timeout: seconds to wait for another holder before giving up.
     :param uids: trusted owners (default: :func:`trust.owners`).
+    :param deadline: a :class:`deadline.Deadline` (the hook's overall
+        bound) the wait never goes past, whatever ``timeout`` says.
     :raises NvlinkError: on entry, when the directory or file cannot be
         used or is not trusted, or the lock is still held after
-        ``timeout`` seconds.
+        ``timeout`` seconds or at ``deadline``.
+    :ivar waited: seconds spent waiting for the lock (after entry).
     """
 
-    def __init__(self, directory, timeout, uids=None):
+    def __init__(self, directory, timeout, uids=None, deadline=None):
         self.path = os.path.join(directory, LOCK_FILE)
         self._directory = directory
         self._timeout = timeout
         self._uids = uids
+        self._deadline = deadline
         self._fd = None
+        self.waited = 0.0
 
     def _open(self):
         try:
@@ -88,7 +93,12 @@ class HostLock:
     def __enter__(self):
         fd = self._open()
         self._check(fd)
-        deadline = time.monotonic() + self._timeout
+        began = time.monotonic()
+        stop = began + self._timeout
+        by_deadline = (self._deadline is not None and
+                       self._deadline.at < stop)
+        if by_deadline:
+            stop = self._deadline.at
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -98,13 +108,19 @@ class HostLock:
                     os.close(fd)
                     raise errors.NvlinkError('cannot lock %s: %s'
                                              % (self.path, exc.strerror))
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= stop:
                 os.close(fd)
                 raise errors.NvlinkError(
-                    'another nvlink-partition-hook has held %s for more than '
-                    '%g s (is one stuck talking to Fabric Manager?)'
-                    % (self.path, self._timeout))
-            time.sleep(POLL_SECONDS)
+                    'another nvlink-partition-hook %s (is one stuck talking '
+                    'to Fabric Manager?)' % (
+                        'held %s until fm_deadline (%g s) passed' % (
+                            self.path, self._deadline.seconds)
+                        if by_deadline else
+                        'has held %s for more than %g s' % (
+                            self.path, self._timeout)))
+            time.sleep(min(POLL_SECONDS, stop - now))
+        self.waited = time.monotonic() - began
         self._fd = fd
         return self
 

@@ -12,10 +12,15 @@ Virtualization Model"):
   number. A GPU is therefore placed by ``pciBusId`` when FM gives one, else
   by its physical id through the BDF -> module id mapping.
 - Two active partitions never share a GPU: FM refuses the activation.
+- SXM GPU modules only sit on NVSwitch baseboards, and a model's PCI
+  device id differs between its SXM and PCIe forms (H100: 10de:2330 and
+  10de:2331): a GPU of the partitions' model that no partition holds is a
+  baseboard GPU, not a PCIe card.
 
-Nothing here does I/O: the functions take the partitions read from FM and
-the module id map, and return what to do, or raise an error that names the
-VM's GPUs (address and module id) and the partitions involved.
+Nothing here does I/O: the functions take the partitions read from FM,
+the module id map and the GPU models sysfs shows, and return what to do,
+or raise an error that names the VM's GPUs (address and module id) and
+the partitions involved.
 """
 
 import collections
@@ -56,7 +61,7 @@ VmGpus.__doc__ = """The GPUs of a VM that Fabric Manager partitions hold.
 :ivar name: the libvirt domain name.
 :ivar addresses: frozenset of the VM's GPUs that partitions hold.
 :ivar ignored: its other GPUs (known not to be baseboard GPUs: PCIe
-    cards), in address order.
+    cards of another model), in address order.
 """
 
 Step = collections.namedtuple('Step', 'action partition detail')
@@ -76,7 +81,11 @@ class OverlappingPartition(errors.NvlinkError):
 
 
 class UnknownGpu(errors.NvlinkError):
-    """A VM's GPU may be a baseboard GPU the mapping file leaves out."""
+    """A VM's GPU may be a baseboard GPU the mapping leaves out."""
+
+
+class UnplacedGpu(errors.NvlinkError):
+    """A VM's GPU is of the baseboard's model but in no partition."""
 
 
 def place(partitions, ids, source):
@@ -105,36 +114,82 @@ def place(partitions, ids, source):
     return placed
 
 
-def vm_gpus(name, addresses, partitions, source):
+def vm_gpus(name, addresses, partitions, source, models):
     """Split a VM's NVIDIA GPUs into baseboard GPUs and the rest.
 
     A GPU is on the NVSwitch baseboard when a partition holds it. One
     that no partition holds is known not to be (a PCIe card) only when
-    every GPU of every partition has an address; otherwise the mapping
-    file leaves out a baseboard GPU, and it may be this one: starting
-    the VM would give that GPU no NVLink, so it is an error.
+    every GPU of every partition has an address and is a GPU of this host
+    of known model, and this GPU is of another model. Otherwise it is an
+    error, since starting the VM would give that GPU no NVLink:
+
+    - a partition GPU without an address: the mapping file leaves out a
+      baseboard GPU, and it may be this one (:class:`UnknownGpu`);
+    - no partition GPU at all, or one whose model is unknown: nothing to
+      compare with (:class:`UnknownGpu`);
+    - the same model (PCI vendor and device id) as a partition GPU: an
+      SXM module sits on a baseboard only, so this is a baseboard GPU
+      that the mapping places elsewhere or that Fabric Manager left out
+      of its partitions (:class:`UnplacedGpu`).
 
     :param addresses: the VM's NVIDIA GPUs.
     :param partitions: :class:`FabricPartition` list (see :func:`place`).
     :param source: the mapping file, for messages.
+    :param models: dict ``{address: model}`` (``'10de:2330'``, or None
+        when sysfs does not show an NVIDIA GPU there) for the VM's GPUs
+        and the partitions' GPUs; a missing address counts as None.
     :returns: :class:`VmGpus`.
     :raises UnknownGpu: for a GPU that may be a baseboard GPU.
+    :raises UnplacedGpu: for a GPU of the partition GPUs' model.
     """
     board = frozenset().union(*(p.addresses for p in partitions))
     others = tuple(sorted((a for a in addresses if a not in board),
                           key=pci.address_sort_key))
-    unplaced = sorted({m.physical_id for p in partitions for m in p.members
-                       if not m.address})
-    if others and unplaced:
-        raise UnknownGpu(
-            'cannot tell whether GPU %s of VM %s is on the NVSwitch '
-            'baseboard: no Fabric Manager partition holds it, but %s gives '
-            'no address to physical id %s of Fabric Manager\'s partitions; '
-            'write the mapping again from nvidia-smi -q (it must list every '
-            'baseboard GPU)' % (', '.join(others), name, source,
-                                ', '.join(map(str, unplaced))))
+    if others:
+        _check_not_on_board(name, others, partitions, board, source, models)
     return VmGpus(name, frozenset(a for a in addresses if a in board),
                   others)
+
+
+def _check_not_on_board(name, others, partitions, board, source, models):
+    """Raise unless ``others`` are known not to be baseboard GPUs."""
+    def cannot_tell(why):
+        return UnknownGpu(
+            'cannot tell whether GPU %s of VM %s is on the NVSwitch '
+            'baseboard: no Fabric Manager partition holds it, but %s'
+            % (', '.join(others), name, why))
+    unplaced = sorted({m.physical_id for p in partitions for m in p.members
+                       if not m.address})
+    if unplaced:
+        raise cannot_tell(
+            '%s gives no address to physical id %s of Fabric Manager\'s '
+            'partitions; write the mapping again from nvidia-smi -q (it must '
+            'list every baseboard GPU)' % (source,
+                                           ', '.join(map(str, unplaced))))
+    if not board:
+        raise cannot_tell('Fabric Manager lists no partition GPU to compare '
+                          'it with')
+    unknown = sorted((a for a in board if not models.get(a)),
+                     key=pci.address_sort_key)
+    if unknown:
+        raise cannot_tell(
+            'sysfs does not show partition GPU %s as an NVIDIA GPU of this '
+            'host, so its model is unknown' % ', '.join(unknown))
+    board_models = {models[a] for a in board}
+    alike = [a for a in others if models.get(a) in board_models]
+    if not alike:
+        return
+    one = len(alike) == 1
+    raise UnplacedGpu(
+        'GPU%s %s of VM %s %s like those of Fabric Manager\'s partitions, but '
+        'no partition holds %s: %s that %s does not place, or that Fabric '
+        'Manager left out; write the mapping again from nvidia-smi -q and '
+        'compare it with `openstack nvlink host partitions`' % (
+            '' if one else 's', ', '.join(alike), name,
+            'is a %s GPU' % models[alike[0]] if one else
+            'are %s GPUs' % ', '.join(sorted({models[a] for a in alike})),
+            'it' if one else 'them',
+            'a baseboard GPU' if one else 'baseboard GPUs', source))
 
 
 def describe_gpus(addresses, ids):

@@ -54,3 +54,31 @@ class TestDeadline(base.BaseTestCase):
                                 steps_then(hang), 0.2, 'FM')
         self.assertEqual('FM did not answer within 0.2 s while waiting for '
                          'fmConnect: stopped waiting (fm_deadline)', str(exc))
+
+    def test_what_is_left_of_an_earlier_deadline(self):
+        # The lock wait took 1.5 s of 2: the work gets the 0.5 s left.
+        def hang(step):
+            step('waiting for fmConnect')
+            time.sleep(600)
+        until = deadline.Deadline.start(2, time.monotonic() - 1.5)
+        began = time.monotonic()
+        exc = self.assertRaises(deadline.DeadlineExceeded, deadline.run,
+                                steps_then(hang), 2, 'FM', until=until,
+                                waited=1.5)
+        self.assertLess(time.monotonic() - began, 1.5)
+        self.assertEqual('FM did not answer while waiting for fmConnect in '
+                         'the 0.5 s left of fm_deadline (2 s) after 1.5 s '
+                         'waiting for another nvlink-partition-hook: stopped '
+                         'waiting', str(exc))
+
+    def test_nothing_left(self):
+        def never(step):
+            raise AssertionError('the work ran')
+        for waited, after in ((2.0, ' after 2.0 s waiting for another '
+                                    'nvlink-partition-hook'), (0.0, '')):
+            exc = self.assertRaises(
+                deadline.DeadlineExceeded, deadline.run, never, 2, 'FM',
+                until=deadline.Deadline.start(2, time.monotonic() - 2),
+                waited=waited)
+            self.assertEqual('fm_deadline (2 s) passed%s, before FM could be '
+                             'asked' % after, str(exc))

@@ -8,6 +8,7 @@ may be a traceback; standard output stays empty.
 
 import errno
 import io
+import json
 import logging
 import os
 import shutil
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import fixtures
 
@@ -22,6 +24,7 @@ from nvlink_placement import errors
 from nvlink_placement.hook import activation
 from nvlink_placement.hook import config
 from nvlink_placement.hook import domain
+from nvlink_placement.hook import lock
 from tests.unit.discovery import helpers
 from tests.unit.hook import samples
 from tests.unit.hook import test_hook
@@ -85,10 +88,6 @@ class ScriptTest(test_hook.HookTest):
         with open(self.mapping, 'w') as handle:
             handle.write(text)
 
-
-class TestDeadline(ScriptTest):
-    """Item 1: a hung FM call is abandoned at the deadline."""
-
     def hang(self, call):
         pidfile = os.path.join(self.tmp, 'hung.pid')
         self.env(FAKE_NVFM_HANG=call, FAKE_NVFM_HANG_PIDFILE=pidfile,
@@ -110,6 +109,10 @@ class TestDeadline(ScriptTest):
     def assertGone(self, pid):
         error = self.assertRaises(OSError, os.kill, pid, 0)
         self.assertEqual(errno.ESRCH, error.errno)
+
+
+class TestDeadline(ScriptTest):
+    """Item 1: a hung FM call is abandoned at the deadline."""
 
     def test_refused_at_the_deadline(self):
         for call, doing in (
@@ -165,6 +168,152 @@ class TestUnmappedGpu(ScriptTest):
         self.assertEqual([], self.active())
 
 
+class TestMappingOfThisHost(ScriptTest):
+    """A mapping must place FM's GPUs on this host's GPUs, or nothing runs.
+
+    A GPU the mapping misplaces looks, to FM's partitions, like a GPU no
+    partition holds; only one known not to be a baseboard GPU may pass.
+    """
+
+    def mapping_with(self, moved):
+        """Write board 2's mapping with module ids moved to other addresses.
+
+        :param moved: dict ``{module id: address}``.
+        """
+        self.write_mapping(json.dumps({
+            moved.get(m, a): m for a, m in helpers.BOARD2.items()}))
+
+    def assertFollowsPolicy(self, message, modules=(1, 3), addresses=()):
+        vm = gpus(*modules) + list(addresses)
+        self.env(NVLINK_HOOK_POLICY='refuse')
+        self.assertEqual((1, REFUSED + message + '\n'), self.start(vm))
+        self.env(NVLINK_HOOK_POLICY='allow')
+        self.assertEqual((0, ALLOWED + message + '\n'), self.start(vm))
+        # Not even the single-GPU partition of module 1: nothing half-done.
+        self.assertEqual([], self.active())
+
+    def test_one_address_this_host_does_not_have(self):
+        # Module 3 at 0000:5e:00.0 instead of 0000:5d:00.0.
+        self.mapping_with({3: '0000:5e:00.0'})
+        self.assertFollowsPolicy(
+            'mapping file %s names PCI addresses that are not NVIDIA GPUs of '
+            'this host: 0000:5e:00.0 (no such device); it was written on '
+            'another host or before the addresses changed: write it again '
+            'on this host from nvidia-smi -q' % self.mapping)
+
+    def test_mapping_of_another_host(self):
+        # Every address one bus further: none of them is on this host.
+        moved = {m: '0000:%02x:00.0' % (int(a[5:7], 16) + 1)
+                 for a, m in helpers.BOARD2.items()}
+        self.mapping_with(moved)
+        self.assertFollowsPolicy(
+            'mapping file %s names PCI addresses that are not NVIDIA GPUs of '
+            'this host: %s; it was written on another host or before the '
+            'addresses changed: write it again on this host from nvidia-smi '
+            '-q' % (self.mapping, ', '.join(
+                '%s (no such device)' % a for a in sorted(moved.values()))))
+
+    def test_addresses_of_devices_that_are_not_gpus(self):
+        # An NVSwitch (NVIDIA, not a GPU) and the Mellanox NIC.
+        self.mapping_with({3: helpers.NVSWITCHES[0], 4: '0000:0c:00.0'})
+        self.assertFollowsPolicy(
+            'mapping file %s names PCI addresses that are not NVIDIA GPUs of '
+            'this host: 0000:05:00.0 (10de:22a3, class 0x068000), '
+            '0000:0c:00.0 (15b3:101b, class 0x020700); it was written on '
+            'another host or before the addresses changed: write it again '
+            'on this host from nvidia-smi -q' % self.mapping)
+
+    def test_misplaced_gpu_like_the_baseboard_gpus_is_not_ignored(self):
+        # Module 3 placed on the PCIe card: 0000:5d:00.0, an H100 SXM
+        # like every GPU of the partitions, is in none of them.
+        self.mapping_with({3: test_hook.PCIE_GPU})
+        self.assertFollowsPolicy(
+            'GPU %s of VM %s is a 10de:2330 GPU like those of Fabric '
+            'Manager\'s partitions, but no partition holds it: a baseboard '
+            'GPU that %s does not place, or that Fabric Manager left out; '
+            'write the mapping again from nvidia-smi -q and compare it with '
+            '`openstack nvlink host partitions`' % (M[3], NAME, self.mapping))
+
+    def test_baseboard_gpu_outside_the_partitions_is_not_ignored(self):
+        # One more H100 SXM that neither the mapping nor FM knows.
+        self.sysfs.add_gpu('0000:e1:00.0', iommu_group=91, numa=1)
+        self.assertFollowsPolicy(
+            'GPU 0000:e1:00.0 of VM %s is a 10de:2330 GPU like those of '
+            'Fabric Manager\'s partitions, but no partition holds it: a '
+            'baseboard GPU that %s does not place, or that Fabric Manager '
+            'left out; write the mapping again from nvidia-smi -q and '
+            'compare it with `openstack nvlink host partitions`'
+            % (NAME, self.mapping), modules=(), addresses=['0000:e1:00.0'])
+
+    def test_pcie_card_is_still_ignored(self):
+        # Another model than the partitions' GPUs: known not to be one.
+        self.assertEqual(
+            (0, P + 'INFO: VM %s: GPU %s is in no Fabric Manager partition '
+             '(not a baseboard GPU): ignored\n' % (NAME, test_hook.PCIE_GPU) +
+             P + 'INFO: activated %s of VM %s\n' % (described(11, 5), NAME)),
+            self.start(gpus(5) + [test_hook.PCIE_GPU]))
+
+
+class TestOneBound(ScriptTest):
+    """fm_deadline bounds the whole hook: the lock wait counts against it."""
+
+    def test_lock_wait_ends_at_the_deadline(self):
+        self.env(NVLINK_HOOK_FM_DEADLINE='1', NVLINK_HOOK_LOCK_TIMEOUT='20')
+        with lock.HostLock(self.lock_dir, 1):
+            began = time.monotonic()
+            code, err = self.start(gpus(1, 3))
+            took = time.monotonic() - began
+        self.assertEqual(
+            (1, REFUSED + 'another nvlink-partition-hook held %s/hook.lock '
+             'until fm_deadline (1 s) passed (is one stuck talking to Fabric '
+             'Manager?)\n' % self.lock_dir), (code, err))
+        self.assertLess(took, 5)
+        self.assertEqual([], self.active())
+
+    def test_concurrent_starts_with_fabric_manager_hung(self):
+        # Each start waits for the one ahead of it, stuck on FM: all are
+        # refused within fm_deadline of their own start, not one after
+        # another (3, 6, 9 s).
+        self.hang('fmGetSupportedFabricPartitions')
+        self.env(NVLINK_HOOK_FM_DEADLINE='3', NVLINK_HOOK_LOCK_TIMEOUT='20')
+        xml = samples.domain_xml(gpus(1, 3)).encode()
+        procs = [(time.monotonic(), subprocess.Popen(
+            [SCRIPT, NAME, 'prepare', 'begin', '-'], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            for _ in range(3)]
+        for _, proc in procs:   # all of them have their XML at once
+            proc.stdin.write(xml)
+            proc.stdin.close()
+        results = []
+        for began, proc in procs:
+            code = proc.wait(60)
+            took = time.monotonic() - began
+            results.append((code, took, proc.stdout.read().decode(),
+                            proc.stderr.read().decode()))
+            proc.stdout.close()
+            proc.stderr.close()
+        for code, took, out, err in results:
+            self.assertEqual((1, ''), (code, out), err)
+            self.assertLess(took, 5.5, results)
+            self.assertEqual(1, err.count('\n'), err)
+            self.assertTrue(err.startswith(REFUSED), err)
+            self.assertIn('fm_deadline', err)
+        # The first talked to FM until the deadline; the others waited for
+        # it and say so.
+        first = (REFUSED + 'Fabric Manager did not answer within 3 s while '
+                 'reading the partitions (fmGetSupportedFabricPartitions): '
+                 'stopped waiting (fm_deadline)\n')
+        errs = [r[3] for r in results]
+        self.assertEqual(1, errs.count(first), errs)
+        for err in errs:
+            if err != first:
+                self.assertTrue(
+                    'until fm_deadline (3 s) passed' in err or
+                    'waiting for another nvlink-partition-hook' in err, err)
+        self.env(FAKE_NVFM_HANG='')
+        self.assertEqual([], self.active())
+
+
 class TestEveryFailureTakesThePolicyPath(ScriptTest):
     """Item 3: no traceback, one line, the policy decides."""
 
@@ -187,6 +336,36 @@ class TestEveryFailureTakesThePolicyPath(ScriptTest):
         self.env(NVLINK_HOOK_POLICY='allow')
         self.assertEqual((0, ALLOWED + message),
                          self.script('prepare', 'begin', xml))
+        self.assertEqual([], self.active())
+
+    def test_domain_xml_in_an_unknown_encoding(self):
+        xml = samples.domain_xml(gpus(1, 3)).replace(
+            '<domain', '<?xml version="1.0" encoding="x-bogus"?>\n<domain',
+            1)
+        message = ('domain XML of guest %s: invalid XML: unknown encoding: '
+                   'x-bogus\n' % NAME)
+        self.assertEqual((1, REFUSED + message),
+                         self.script('prepare', 'begin', xml))
+        self.env(NVLINK_HOOK_POLICY='allow')
+        self.assertEqual((0, ALLOWED + message),
+                         self.script('prepare', 'begin', xml))
+        self.assertEqual([], self.active())
+
+    def test_any_error_reading_the_domain_xml_follows_the_policy(self):
+        # Whatever reading the XML raises (here the standard library's
+        # parser), the policy decides, on one line.
+        def broken(*args, **kwargs):
+            raise RecursionError('an example')
+        self.useFixture(fixtures.MonkeyPatch(
+            'xml.etree.ElementTree.fromstring', broken))
+        xml = samples.domain_xml(gpus(1, 3))
+        for policy, code, head in (('refuse', 1, REFUSED),
+                                   ('allow', 0, ALLOWED)):
+            self.env(NVLINK_HOOK_POLICY=policy)
+            self.assertEqual(
+                (code, head + 'domain XML of guest %s: unexpected '
+                 'RecursionError: an example\n' % NAME),
+                self.hook('prepare', 'begin', xml))
         self.assertEqual([], self.active())
 
     def test_deeply_nested_mapping(self):

@@ -2,11 +2,13 @@
 
 import os
 import threading
+import time
 
 import fixtures
 from oslotest import base
 
 from nvlink_placement import errors
+from nvlink_placement.hook import deadline
 from nvlink_placement.hook import lock
 
 
@@ -52,6 +54,36 @@ class TestHostLock(base.BaseTestCase):
         # Released: it can be taken again at once.
         with lock.HostLock(self.dir, 0.2):
             pass
+
+    def test_the_wait_ends_at_the_deadline(self):
+        with lock.HostLock(self.dir, 1):
+            began = time.monotonic()
+            exc = self.assertRaises(errors.NvlinkError, lock.HostLock(
+                self.dir, 30, deadline=deadline.Deadline.start(0.2)
+            ).__enter__)
+            self.assertLess(time.monotonic() - began, 5)
+        self.assertEqual(
+            'another nvlink-partition-hook held %s until fm_deadline (0.2 s) '
+            'passed (is one stuck talking to Fabric Manager?)'
+            % os.path.join(self.dir, 'hook.lock'), str(exc))
+        # A lock_timeout below the deadline still ends the wait first.
+        with lock.HostLock(self.dir, 1):
+            exc = self.assertRaises(errors.NvlinkError, lock.HostLock(
+                self.dir, 0.2, deadline=deadline.Deadline.start(30)
+            ).__enter__)
+        self.assertIn('has held %s for more than 0.2 s' % os.path.join(
+            self.dir, 'hook.lock'), str(exc))
+
+    def test_waited(self):
+        def release(held):
+            time.sleep(0.3)
+            held.__exit__(None, None, None)
+        held = lock.HostLock(self.dir, 1).__enter__()
+        thread = threading.Thread(target=release, args=(held,))
+        thread.start()
+        with lock.HostLock(self.dir, 10) as second:
+            self.assertGreater(second.waited, 0.2)
+        thread.join(10)
 
     def test_unusable_directory(self):
         blocker = os.path.join(os.path.dirname(self.dir), 'file')

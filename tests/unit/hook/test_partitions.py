@@ -9,6 +9,9 @@ from tests.unit.discovery import helpers
 
 IDS = helpers.BOARD2
 M = helpers.BY_MODULE
+SXM = '10de:2330'
+# What sysfs shows: board 2's H100 SXM GPUs and an L40S PCIe card.
+MODELS = dict({a: SXM for a in IDS}, **{'0000:c1:00.0': '10de:26b5'})
 
 
 def table(rows, active=(), pci_bus_ids=None):
@@ -24,7 +27,7 @@ def placed(active=(), rows=helpers.H100_TABLE):
 
 def vm(*modules):
     return partitions.vm_gpus('instance-1', {M[m] for m in modules},
-                              placed(), 'map.json')
+                              placed(), 'map.json', MODELS)
 
 
 class TestPlace(base.BaseTestCase):
@@ -86,13 +89,54 @@ class TestDescribe(base.BaseTestCase):
             partitions.describe_partition(placed()[4], IDS))
 
     def test_vm_gpus_ignores_gpus_no_partition_holds(self):
-        # Every partition GPU has an address: c1 and 05 are not on the
-        # baseboard.
+        # Every partition GPU has an address and is an H100 SXM: the L40S
+        # c1 is not on the baseboard.
         gpus = partitions.vm_gpus(
-            'instance-1', {'0000:c1:00.0', M[1], '0000:05:00.0'}, placed(),
-            'map.json')
+            'instance-1', {'0000:c1:00.0', M[1]}, placed(), 'map.json',
+            MODELS)
         self.assertEqual(frozenset({M[1]}), gpus.addresses)
-        self.assertEqual(('0000:05:00.0', '0000:c1:00.0'), gpus.ignored)
+        self.assertEqual(('0000:c1:00.0',), gpus.ignored)
+
+    def test_vm_gpu_of_the_baseboard_model_outside_the_partitions(self):
+        # The mapping put module 3 on the L40S: 0000:5d:00.0, an H100 SXM
+        # like the partitions' GPUs, is in none of them.
+        ids = dict(IDS)
+        ids['0000:c1:00.0'] = ids.pop(M[3])
+        table_ = partitions.place(table(helpers.H100_TABLE), ids, 'map.json')
+        for gpus, alike, them in (
+                ({M[1], M[3]}, 'GPU 0000:5d:00.0 of VM instance-1 is a '
+                 '10de:2330 GPU', 'it: a baseboard GPU'),
+                ({M[3], '0000:e1:00.0'}, 'GPUs 0000:5d:00.0, 0000:e1:00.0 of '
+                 'VM instance-1 are 10de:2330 GPUs', 'them: baseboard GPUs')):
+            exc = self.assertRaises(
+                partitions.UnplacedGpu, partitions.vm_gpus, 'instance-1',
+                gpus, table_, 'map.json', dict(MODELS, **{
+                    '0000:e1:00.0': SXM}))
+            self.assertEqual(
+                '%s like those of Fabric Manager\'s partitions, but no '
+                'partition holds %s that map.json does not place, or that '
+                'Fabric Manager left out; write the mapping again from '
+                'nvidia-smi -q and compare it with `openstack nvlink host '
+                'partitions`' % (alike, them), str(exc))
+
+    def test_vm_gpu_with_nothing_to_compare_with(self):
+        for rows, models, why in (
+                ([], MODELS, 'Fabric Manager lists no partition GPU to '
+                 'compare it with'),
+                (helpers.H100_TABLE, {M[1]: SXM, '0000:c1:00.0': '10de:26b5'},
+                 'sysfs does not show partition GPU 0000:18:00.0, '
+                 '0000:2a:00.0, 0000:5d:00.0, 0000:9a:00.0, 0000:ab:00.0, '
+                 '0000:ba:00.0, 0000:db:00.0 as an NVIDIA GPU of this host, '
+                 'so its model is unknown')):
+            exc = self.assertRaises(
+                partitions.UnknownGpu, partitions.vm_gpus, 'instance-1',
+                {'0000:c1:00.0'}, partitions.place(table(rows), IDS,
+                                                   'map.json'),
+                'map.json', models)
+            self.assertEqual(
+                'cannot tell whether GPU 0000:c1:00.0 of VM instance-1 is on '
+                'the NVSwitch baseboard: no Fabric Manager partition holds '
+                'it, but %s' % why, str(exc))
 
     def test_vm_gpu_may_be_a_baseboard_gpu_the_mapping_lacks(self):
         # The mapping lost module 8 (0000:ab:00.0): partition 14 and the
@@ -101,7 +145,7 @@ class TestDescribe(base.BaseTestCase):
         table_ = partitions.place(table(helpers.H100_TABLE), ids, 'map.json')
         exc = self.assertRaises(
             partitions.UnknownGpu, partitions.vm_gpus, 'instance-1',
-            {M[8], M[6]}, table_, 'map.json')
+            {M[8], M[6]}, table_, 'map.json', MODELS)
         self.assertEqual(
             'cannot tell whether GPU 0000:ab:00.0 of VM instance-1 is on the '
             'NVSwitch baseboard: no Fabric Manager partition holds it, but '
@@ -110,7 +154,7 @@ class TestDescribe(base.BaseTestCase):
             'list every baseboard GPU)', str(exc))
         # A GPU the partitions hold is fine.
         self.assertEqual(frozenset({M[6]}), partitions.vm_gpus(
-            'instance-1', {M[6]}, table_, 'map.json').addresses)
+            'instance-1', {M[6]}, table_, 'map.json', MODELS).addresses)
 
 
 class TestExactAndNearest(base.BaseTestCase):
