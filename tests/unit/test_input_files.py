@@ -10,6 +10,7 @@ import json
 import os
 
 import fixtures
+from keystoneauth1 import loading
 from oslotest import base
 
 from nvlink_placement import documents
@@ -338,10 +339,102 @@ class TestSecretsInLogs(FilesTest):
             self.assertIn('START with options', result.stderr)
             self.assertNotIn('s3cr3t', result.stderr)
 
+    def start_lines(self, stderr):
+        return [line for line in stderr.splitlines()
+                if line.startswith('START with options:')]
+
+    def test_whole_values_are_masked(self):
+        # The START line joins the arguments with spaces: the filter masks
+        # the argument itself, not the first word of the joined line.
+        login = ['--os-auth-type', 'password', '--os-username', 'u',
+                 '--os-auth-url', 'http://127.0.0.1:9/v3']
+        command = ['nvlink', 'topology', 'validate', EXAMPLE]
+        for secret, shown in (
+                (['--os-password', 'PWone PWtwo'], '--os-password ***'),
+                (['--os-password=PWone PWtwo'], '--os-password=***'),
+                (['--os-passw', 'PWone --PWtwo'], '--os-passw ***'),
+                (['--os-password', '-1 PWtwo'], '--os-password ***')):
+            result = self.openstack(*['-v'] + secret + login + command)
+            self.assertEqual(0, result.code, secret)
+            self.assertEqual(
+                ['START with options: -v %s %s %s'
+                 % (shown, ' '.join(login), ' '.join(command))],
+                self.start_lines(result.stderr))
+            self.assertNotIn('PWtwo', result.stderr)
+
+    def test_passcode_in_every_line(self):
+        # TOTP: osc_lib masks neither --os-passcode nor passcode='...'.
+        argv = ['-vv', '--os-auth-type', 'v3totp', '--os-auth-url',
+                'http://127.0.0.1:9/v3', '--os-username', 'u',
+                '--os-passcode', '987654', '--os-project-name', 'p',
+                '--os-user-domain-name', 'Default', '--os-project-domain-name',
+                'Default', 'nvlink', 'check', '--topology', EXAMPLE,
+                '--retry-window', '0']
+        result = cli.run(self, *argv)
+        self.assertEqual(1, result.code)
+        self.assertNotIn('987654', result.stderr)
+        self.assertEqual(
+            ['START with options: %s'
+             % ' '.join(argv).replace('987654', '***')],
+            self.start_lines(result.stderr))
+        lines = result.stderr.splitlines()
+        namespace = [line for line in lines if line.startswith('options: ')]
+        self.assertEqual(1, len(namespace))
+        self.assertIn(" passcode='***', ", namespace[0])
+        used = [line for line in lines if line.startswith('Using parameters')]
+        self.assertEqual(
+            ["Using parameters {'auth_url': 'http://127.0.0.1:9/v3', "
+             "'project_name': 'p', 'project_domain_name': 'Default', "
+             "'username': 'u', 'user_domain_name': 'Default', "
+             "'passcode': '***'}"], used)
+        hook = [line for line in lines if line.startswith('auth_config_hook')]
+        self.assertTrue(hook)
+        for line in hook:
+            self.assertIn("'passcode': '***'", line)
+
+    def test_every_keystoneauth_secret_option(self):
+        # keystoneauth marks them secret=True; osc_lib registers them all.
+        found, options = set(), set()
+        for name in loading.get_available_plugin_names():
+            for opt in loading.get_plugin_options(name):
+                if not opt.secret:
+                    continue
+                found.add(opt.dest)
+                options.update(opt.argparse_args)
+                for option in opt.argparse_args:
+                    self.assertEqual(
+                        [option, '***', '--os-username', 'u',
+                         option + '=***'],
+                        logmask.mask_argv([option, 'a b', '--os-username',
+                                           'u', option + '=a b']))
+                self.assertEqual(
+                    "Namespace(%s='***', username='u')" % opt.dest,
+                    logmask.mask("Namespace(%s='a b', username='u')"
+                                 % opt.dest))
+                self.assertEqual(
+                    "{'%s': '***', 'username': 'u'}" % opt.dest,
+                    logmask.mask("{'%s': 'a b', 'username': 'u'}"
+                                 % opt.dest))
+        self.assertEqual(set(logmask.SECRET_KEYS), found)
+        self.assertEqual(set(logmask.SECRET_OPTIONS), options)
+        self.assertEqual(
+            "Namespace(code_challenge_method='S256', access_token_endpoint="
+            "'http://idp', passcode=None, passcode='***', password='***', "
+            "key='k.pem')",
+            logmask.mask(
+                "Namespace(code_challenge_method='S256', "
+                "access_token_endpoint='http://idp', passcode=None, "
+                "passcode=987654, "
+                "password=b'x', key='k.pem')"))
+
     def test_mask(self):
-        line = ('--os-password pw --os-username u --os-token=tok '
-                '--os-client-secret cs --os-key k --os*** x --host h')
+        # Without the argument list (the fallback): every word up to the
+        # next option.
+        line = ('--os-password PWone PWtwo --os-username u --os-token=tok '
+                '--os-client-secret cs --os-key k --os*** x --host h '
+                '--os-passcode 987654 --debug --os-passc -1 --x')
         self.assertEqual(
             '--os-password *** --os-username u --os-token=*** '
-            '--os-client-secret *** --os-key *** --os*** *** --host h',
+            '--os-client-secret *** --os-key *** --os*** *** --host h '
+            '--os-passcode *** --debug --os-passc *** --x',
             logmask.mask(line))
