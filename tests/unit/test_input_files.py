@@ -22,6 +22,7 @@ from tests.functional import cli
 
 ETC = os.path.join(os.path.dirname(__file__), '..', '..', 'etc')
 EXAMPLE = os.path.join(ETC, 'examples', 'hgx-h100.yaml')
+SNAPSHOT = os.path.join(ETC, 'examples', 'hgx-h100-snapshot.json')
 # A billion laughs: 9**6 "lol" once expanded.
 BOMB = '''version: 1
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -151,6 +152,68 @@ class TestCounts(FilesTest):
         self.assertEqual('f.yaml: flavor h100.2x: vcpus must be a '
                          'non-negative integer up to 2147483647, got '
                          '2147483648', str(exc))
+
+    def test_request_groups_per_flavor(self):
+        own = {'group_policy': 'none'}
+        own.update({'resources%d:VCPU' % i: '1' for i in range(32)})
+        own.update({'trait%d:HW_CPU_X86_AVX2' % i: 'required'
+                    for i in range(32, 64)})
+        groups = {key.replace('resources', '').replace('required', '')
+                  for key, _ in self.build(**own).params
+                  if key.startswith(('resources', 'required'))}
+        # Its own 64 and the 2 of the alias, besides the unsuffixed one.
+        self.assertEqual(64 + 2, len(groups - {''}))
+        own['trait64:HW_CPU_X86_AVX2'] = 'required'
+        exc = self.assertRaises(errors.NvlinkError, self.build, **own)
+        self.assertEqual(
+            "flavor: flavor h100.2x: 65 request groups (resources<N>: and "
+            "trait<N>: suffixes '0', '1', '10' ...); a flavor may name at "
+            "most 64, and Nova sends each to Placement", str(exc))
+
+    def test_extra_specs_per_flavor(self):
+        specs = {'hw:numa_cpus.%d' % i: '0' for i in range(255)}
+        self.assertEqual(256, len(request.flavor_from_dict(dict(
+            FLAVOR, extra_specs=dict(FLAVOR['extra_specs'], **specs)))[
+                'extra_specs']))
+        specs['hw:numa_cpus.255'] = '0'
+        exc = self.assertRaises(
+            errors.NvlinkError, request.flavor_from_dict, dict(
+                FLAVOR, extra_specs=dict(FLAVOR['extra_specs'], **specs)),
+            'f.json')
+        self.assertEqual('f.json: flavor h100.2x: 257 extra specs; a flavor '
+                         'may have at most 256', str(exc))
+
+    def test_100000_groups_refused_before_any_query(self):
+        # The audit's file: 2.8 MB, 135 s and a 2.4-million-character line.
+        specs = {'resources%d:VCPU' % i: '1' for i in range(100000)}
+        specs['pci_passthrough:alias'] = 'h100:1'
+        flavors = self.write('f.json', json.dumps([dict(
+            FLAVOR, name='gpu.h100.1x', extra_specs=specs)]))
+        result = self.openstack(
+            'nvlink', 'flavor', 'verify', '--topology', EXAMPLE,
+            '--resource-class', 'CUSTOM_PCI_10DE_2330', '--flavors', flavors)
+        self.assertEqual((1, '', '%s: flavor gpu.h100.1x: 100001 extra '
+                          'specs; a flavor may have at most 256\n' % flavors),
+                         (result.code, result.stdout, result.stderr))
+
+    def test_refusal_cuts_the_query(self):
+        flavor = dict(FLAVOR, name='long.8x', extra_specs={
+            'pci_passthrough:alias': 'h100:8:_h100', 'group_policy': 'none',
+            'trait1:CUSTOM_NO_SUCH_TRAIT': 'required'})
+        url = request.build(request.flavor_from_dict(flavor), ALIASES).url
+        self.assertGreater(len(url), 600)
+        result = self.openstack(
+            'nvlink', 'flavor', 'verify', '--snapshot', SNAPSHOT,
+            '--topology', EXAMPLE, '--resource-class', 'CUSTOM_PCI_10DE_2330',
+            '--flavors', self.write('f.json', json.dumps([flavor])),
+            '-f', 'value', '-c', 'host')
+        self.assertEqual(
+            (1, 'compute-01\ncompute-02\n',
+             'long.8x: Placement refused the query: GET %s... failed with '
+             'HTTP 400 (placement.query.bad_value): Resourceless suffixed '
+             'group request should be specified in `same_subtree` query '
+             "param: bad group(s) - ['1'].\n" % url[:300]),
+            (result.code, result.stdout, result.stderr))
 
     def test_refused_before_any_query(self):
         # The check comes before Placement: no cloud, no snapshot needed.
