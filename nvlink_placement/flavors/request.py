@@ -65,6 +65,14 @@ MAX_NAME = 255
 # board has 16 GPUs). Each becomes a request group: without a bound a
 # typo such as h100:99999999999999999999 exhausts memory.
 MAX_ALIAS_COUNT = 64
+# Extra specs per flavor, and request groups a flavor names itself
+# (resources<S>: / trait<S>: suffixes). Nova and Placement set no number,
+# but Nova sends each group to Placement, which solves them jointly: a
+# flavor file with 100,000 groups took minutes and hundreds of MB before
+# Placement refused it. Real flavors carry a few dozen extra specs and a
+# group per device set, fewer than MAX_ALIAS_COUNT.
+MAX_EXTRA_SPECS = 256
+MAX_FLAVOR_GROUPS = MAX_ALIAS_COUNT
 _AMOUNT = re.compile(r'^\s*[0-9]+\s*$')
 
 # nova/scheduler/utils.py: granular extra spec keys.
@@ -353,7 +361,9 @@ def flavor_from_dict(data, source='flavor'):
     Also accepts ``properties`` (``openstack flavor show -f json``) for
     ``extra_specs`` and optional ``ephemeral`` / ``swap``. Bounds are
     Nova's flavor API ones: sizes up to :data:`MAX_INT`, names, extra
-    spec keys and values up to :data:`MAX_NAME` characters.
+    spec keys and values up to :data:`MAX_NAME` characters; and at most
+    :data:`MAX_EXTRA_SPECS` extra specs naming at most
+    :data:`MAX_FLAVOR_GROUPS` request groups.
 
     :returns: dict with ``name, vcpus, ram, disk, ephemeral, swap,
         extra_specs`` (extra spec values as strings).
@@ -382,6 +392,11 @@ def flavor_from_dict(data, source='flavor'):
     specs = data.get('extra_specs', data.get('properties', {}))
     if not isinstance(specs, dict):
         raise errors.NvlinkError('%s: extra_specs must be a mapping' % where)
+    if len(specs) > MAX_EXTRA_SPECS:
+        raise errors.NvlinkError('%s: %d extra specs; a flavor may have at '
+                                 'most %d' % (where, len(specs),
+                                              MAX_EXTRA_SPECS))
+    _groups_checked(specs, where)
     flavor['extra_specs'] = {}
     for key, value in specs.items():
         if isinstance(value, (dict, list)) or value is None:
@@ -391,6 +406,25 @@ def flavor_from_dict(data, source='flavor'):
         flavor['extra_specs'][_name_checked(str(key), 'extra spec', where)] = (
             _name_checked(str(value), 'extra spec value', where))
     return flavor
+
+
+def _groups_checked(specs, where):
+    """Refuse more than :data:`MAX_FLAVOR_GROUPS` suffixed request groups.
+
+    :raises NvlinkError: naming the count and the first suffixes.
+    """
+    suffixes = set()
+    for key in specs:
+        match = _XS_KEY.match(str(key))
+        if match and match.group('suffix'):
+            suffixes.add(match.group('suffix'))
+    if len(suffixes) > MAX_FLAVOR_GROUPS:
+        raise errors.NvlinkError(
+            '%s: %d request groups (resources<N>: and trait<N>: suffixes '
+            '%s ...); a flavor may name at most %d, and Nova sends each to '
+            'Placement' % (where, len(suffixes), ', '.join(
+                documents.short(s) for s in sorted(suffixes)[:3]),
+                MAX_FLAVOR_GROUPS))
 
 
 def _refuse_other_document(document, path):

@@ -392,7 +392,7 @@ class _TimeoutAdapter(object):
             return self._adapter.request(url, method, **kwargs)
         except ks_exc.ConnectTimeout:
             raise errors.NvlinkError(
-                'Placement did not answer %s %s within %d s. %s'
+                'Placement did not answer %s %s within %g s. %s'
                 % (method, url.split('?')[0], self._seconds, WIDE_TREE_HINT))
 
 

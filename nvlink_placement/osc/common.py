@@ -10,6 +10,7 @@ does.
 import argparse
 import contextlib
 import difflib
+import math
 import os
 import sys
 
@@ -21,6 +22,7 @@ from openstack import exceptions as sdk_exc
 from osc_lib.command import command
 from osc_lib import utils
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement import helptext
 from nvlink_placement.placement import client as pc
@@ -343,15 +345,39 @@ def authenticate(app, what='cloud', hint=None):
     return manager
 
 
-def _seconds(text):
+#: The longest wait a time option may ask for: a day. Past it (1e308,
+#: inf) requests fail deep in the HTTP stack (``timestamp out of range for
+#: platform time_t``), and nan compares false with everything (``--timeout
+#: nan`` would mean no limit).
+MAX_SECONDS = 86400
+
+
+def _checked_seconds(text, above_zero):
     try:
         value = float(text)
     except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError('%r is not a number of seconds'
-                                         % text)
-    return value
+        value = math.nan
+    low_ok = value > 0 if above_zero else value >= 0
+    if not (low_ok and value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(
+            '%s is not a number of seconds %s %d (a day)'
+            % (documents.short(text), 'above 0 up to' if above_zero else
+               'from 0 to', MAX_SECONDS))
+    return value + 0.0   # -0 is 0
+
+
+def _seconds(text):
+    """argparse type: seconds from 0 to :data:`MAX_SECONDS`.
+
+    Anything else (a word, a negative number, inf, nan, 1e308) is a usage
+    error (exit :data:`USAGE_ERROR`).
+    """
+    return _checked_seconds(text, above_zero=False)
+
+
+def positive_seconds(text):
+    """argparse type: seconds above 0, at most :data:`MAX_SECONDS`."""
+    return _checked_seconds(text, above_zero=True)
 
 
 def add_retry_arguments(parser, timeouts=True):

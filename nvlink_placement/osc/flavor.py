@@ -244,7 +244,8 @@ class VerifyFlavors(common.Lister):
                  'mid-upgrade from a snapshot.'
                  % (release.OWNER_FILTER_SINCE,
                     release.OWNER_SERVICE_VERSION))
-        parser.add_argument('--timeout', metavar='SECONDS', type=int,
+        parser.add_argument('--timeout', metavar='SECONDS',
+                            type=common.positive_seconds,
                             default=verify.DEFAULT_TIMEOUT,
                             help='Per request, live Placement only '
                                  '(default %d).' % verify.DEFAULT_TIMEOUT)

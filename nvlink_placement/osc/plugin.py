@@ -6,8 +6,9 @@ commands talk to Placement through the OSC session themselves (see
 :mod:`nvlink_placement.osc.common`), so the client made here only carries
 that session.
 
-Importing it also masks secrets in osc_lib's command-line log line
-(:mod:`.logmask`): OSC imports plugins before it logs.
+Importing it also masks secrets in osc_lib's log lines (the command line,
+its options and auth parameters; :mod:`.logmask`): OSC imports plugins
+before it logs.
 """
 
 from nvlink_placement.osc import logmask

@@ -86,6 +86,10 @@ FIRST_DELAY = 0.5
 MAX_DELAY = 5.0
 #: Tries of a write that keeps losing generation races.
 CONFLICT_TRIES = 5
+#: Characters of a request URL (a flavor's allocation candidates query can
+#: be long) and of Placement's error detail shown in a message.
+SHOWN_URL = 300
+SHOWN_DETAIL = 500
 
 
 def version_tuple(text):
@@ -198,8 +202,9 @@ class PlacementClient(object):
             detail, code = _decode_error(response)
             raise errors.PlacementError(
                 '%s %s failed with HTTP %d%s: %s' % (
-                    method, url, status, ' (%s)' % code if code else '',
-                    detail), status=status, code=code)
+                    method, _shown(url), status,
+                    ' (%s)' % code if code else '', detail),
+                status=status, code=code)
         if not response.content:
             return {}
         return response.json()
@@ -281,7 +286,7 @@ class PlacementClient(object):
             detail, code = _decode_error(failure)
             return errors.PlacementError(
                 '%s %s failed with %s (retried for %s s, --retry-window): %s'
-                % (method, url, kind, _seconds(waited), detail),
+                % (method, _shown(url), kind, _seconds(waited), detail),
                 status=failure.status_code, code=code)
         return errors.PlacementError('%s (retried for %s s, --retry-window)'
                                      % (first, _seconds(waited)))
@@ -297,6 +302,11 @@ class _NullLock(object):
 
 def _seconds(value):
     return '%g' % round(value, 1)
+
+
+def _shown(url):
+    """``url`` for a message: cut to :data:`SHOWN_URL` characters."""
+    return documents.clip(url, SHOWN_URL)
 
 
 def _describe(kind, failure):
@@ -363,4 +373,4 @@ def _decode_error(response):
     detail = (error.get('detail') or error.get('title') or '').strip()
     # Placement prefixes details with the status line; keep the last line.
     detail = detail.splitlines()[-1].strip() if detail else ''
-    return detail, error.get('code')
+    return documents.clip(detail, SHOWN_DETAIL), error.get('code')

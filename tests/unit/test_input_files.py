@@ -10,6 +10,7 @@ import json
 import os
 
 import fixtures
+from keystoneauth1 import loading
 from oslotest import base
 
 from nvlink_placement import documents
@@ -21,6 +22,7 @@ from tests.functional import cli
 
 ETC = os.path.join(os.path.dirname(__file__), '..', '..', 'etc')
 EXAMPLE = os.path.join(ETC, 'examples', 'hgx-h100.yaml')
+SNAPSHOT = os.path.join(ETC, 'examples', 'hgx-h100-snapshot.json')
 # A billion laughs: 9**6 "lol" once expanded.
 BOMB = '''version: 1
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -150,6 +152,68 @@ class TestCounts(FilesTest):
         self.assertEqual('f.yaml: flavor h100.2x: vcpus must be a '
                          'non-negative integer up to 2147483647, got '
                          '2147483648', str(exc))
+
+    def test_request_groups_per_flavor(self):
+        own = {'group_policy': 'none'}
+        own.update({'resources%d:VCPU' % i: '1' for i in range(32)})
+        own.update({'trait%d:HW_CPU_X86_AVX2' % i: 'required'
+                    for i in range(32, 64)})
+        groups = {key.replace('resources', '').replace('required', '')
+                  for key, _ in self.build(**own).params
+                  if key.startswith(('resources', 'required'))}
+        # Its own 64 and the 2 of the alias, besides the unsuffixed one.
+        self.assertEqual(64 + 2, len(groups - {''}))
+        own['trait64:HW_CPU_X86_AVX2'] = 'required'
+        exc = self.assertRaises(errors.NvlinkError, self.build, **own)
+        self.assertEqual(
+            "flavor: flavor h100.2x: 65 request groups (resources<N>: and "
+            "trait<N>: suffixes '0', '1', '10' ...); a flavor may name at "
+            "most 64, and Nova sends each to Placement", str(exc))
+
+    def test_extra_specs_per_flavor(self):
+        specs = {'hw:numa_cpus.%d' % i: '0' for i in range(255)}
+        self.assertEqual(256, len(request.flavor_from_dict(dict(
+            FLAVOR, extra_specs=dict(FLAVOR['extra_specs'], **specs)))[
+                'extra_specs']))
+        specs['hw:numa_cpus.255'] = '0'
+        exc = self.assertRaises(
+            errors.NvlinkError, request.flavor_from_dict, dict(
+                FLAVOR, extra_specs=dict(FLAVOR['extra_specs'], **specs)),
+            'f.json')
+        self.assertEqual('f.json: flavor h100.2x: 257 extra specs; a flavor '
+                         'may have at most 256', str(exc))
+
+    def test_100000_groups_refused_before_any_query(self):
+        # The audit's file: 2.8 MB, 135 s and a 2.4-million-character line.
+        specs = {'resources%d:VCPU' % i: '1' for i in range(100000)}
+        specs['pci_passthrough:alias'] = 'h100:1'
+        flavors = self.write('f.json', json.dumps([dict(
+            FLAVOR, name='gpu.h100.1x', extra_specs=specs)]))
+        result = self.openstack(
+            'nvlink', 'flavor', 'verify', '--topology', EXAMPLE,
+            '--resource-class', 'CUSTOM_PCI_10DE_2330', '--flavors', flavors)
+        self.assertEqual((1, '', '%s: flavor gpu.h100.1x: 100001 extra '
+                          'specs; a flavor may have at most 256\n' % flavors),
+                         (result.code, result.stdout, result.stderr))
+
+    def test_refusal_cuts_the_query(self):
+        flavor = dict(FLAVOR, name='long.8x', extra_specs={
+            'pci_passthrough:alias': 'h100:8:_h100', 'group_policy': 'none',
+            'trait1:CUSTOM_NO_SUCH_TRAIT': 'required'})
+        url = request.build(request.flavor_from_dict(flavor), ALIASES).url
+        self.assertGreater(len(url), 600)
+        result = self.openstack(
+            'nvlink', 'flavor', 'verify', '--snapshot', SNAPSHOT,
+            '--topology', EXAMPLE, '--resource-class', 'CUSTOM_PCI_10DE_2330',
+            '--flavors', self.write('f.json', json.dumps([flavor])),
+            '-f', 'value', '-c', 'host')
+        self.assertEqual(
+            (1, 'compute-01\ncompute-02\n',
+             'long.8x: Placement refused the query: GET %s... failed with '
+             'HTTP 400 (placement.query.bad_value): Resourceless suffixed '
+             'group request should be specified in `same_subtree` query '
+             "param: bad group(s) - ['1'].\n" % url[:300]),
+            (result.code, result.stdout, result.stderr))
 
     def test_refused_before_any_query(self):
         # The check comes before Placement: no cloud, no snapshot needed.
@@ -338,10 +402,102 @@ class TestSecretsInLogs(FilesTest):
             self.assertIn('START with options', result.stderr)
             self.assertNotIn('s3cr3t', result.stderr)
 
+    def start_lines(self, stderr):
+        return [line for line in stderr.splitlines()
+                if line.startswith('START with options:')]
+
+    def test_whole_values_are_masked(self):
+        # The START line joins the arguments with spaces: the filter masks
+        # the argument itself, not the first word of the joined line.
+        login = ['--os-auth-type', 'password', '--os-username', 'u',
+                 '--os-auth-url', 'http://127.0.0.1:9/v3']
+        command = ['nvlink', 'topology', 'validate', EXAMPLE]
+        for secret, shown in (
+                (['--os-password', 'PWone PWtwo'], '--os-password ***'),
+                (['--os-password=PWone PWtwo'], '--os-password=***'),
+                (['--os-passw', 'PWone --PWtwo'], '--os-passw ***'),
+                (['--os-password', '-1 PWtwo'], '--os-password ***')):
+            result = self.openstack(*['-v'] + secret + login + command)
+            self.assertEqual(0, result.code, secret)
+            self.assertEqual(
+                ['START with options: -v %s %s %s'
+                 % (shown, ' '.join(login), ' '.join(command))],
+                self.start_lines(result.stderr))
+            self.assertNotIn('PWtwo', result.stderr)
+
+    def test_passcode_in_every_line(self):
+        # TOTP: osc_lib masks neither --os-passcode nor passcode='...'.
+        argv = ['-vv', '--os-auth-type', 'v3totp', '--os-auth-url',
+                'http://127.0.0.1:9/v3', '--os-username', 'u',
+                '--os-passcode', '987654', '--os-project-name', 'p',
+                '--os-user-domain-name', 'Default', '--os-project-domain-name',
+                'Default', 'nvlink', 'check', '--topology', EXAMPLE,
+                '--retry-window', '0']
+        result = cli.run(self, *argv)
+        self.assertEqual(1, result.code)
+        self.assertNotIn('987654', result.stderr)
+        self.assertEqual(
+            ['START with options: %s'
+             % ' '.join(argv).replace('987654', '***')],
+            self.start_lines(result.stderr))
+        lines = result.stderr.splitlines()
+        namespace = [line for line in lines if line.startswith('options: ')]
+        self.assertEqual(1, len(namespace))
+        self.assertIn(" passcode='***', ", namespace[0])
+        used = [line for line in lines if line.startswith('Using parameters')]
+        self.assertEqual(
+            ["Using parameters {'auth_url': 'http://127.0.0.1:9/v3', "
+             "'project_name': 'p', 'project_domain_name': 'Default', "
+             "'username': 'u', 'user_domain_name': 'Default', "
+             "'passcode': '***'}"], used)
+        hook = [line for line in lines if line.startswith('auth_config_hook')]
+        self.assertTrue(hook)
+        for line in hook:
+            self.assertIn("'passcode': '***'", line)
+
+    def test_every_keystoneauth_secret_option(self):
+        # keystoneauth marks them secret=True; osc_lib registers them all.
+        found, options = set(), set()
+        for name in loading.get_available_plugin_names():
+            for opt in loading.get_plugin_options(name):
+                if not opt.secret:
+                    continue
+                found.add(opt.dest)
+                options.update(opt.argparse_args)
+                for option in opt.argparse_args:
+                    self.assertEqual(
+                        [option, '***', '--os-username', 'u',
+                         option + '=***'],
+                        logmask.mask_argv([option, 'a b', '--os-username',
+                                           'u', option + '=a b']))
+                self.assertEqual(
+                    "Namespace(%s='***', username='u')" % opt.dest,
+                    logmask.mask("Namespace(%s='a b', username='u')"
+                                 % opt.dest))
+                self.assertEqual(
+                    "{'%s': '***', 'username': 'u'}" % opt.dest,
+                    logmask.mask("{'%s': 'a b', 'username': 'u'}"
+                                 % opt.dest))
+        self.assertEqual(set(logmask.SECRET_KEYS), found)
+        self.assertEqual(set(logmask.SECRET_OPTIONS), options)
+        self.assertEqual(
+            "Namespace(code_challenge_method='S256', access_token_endpoint="
+            "'http://idp', passcode=None, passcode='***', password='***', "
+            "key='k.pem')",
+            logmask.mask(
+                "Namespace(code_challenge_method='S256', "
+                "access_token_endpoint='http://idp', passcode=None, "
+                "passcode=987654, "
+                "password=b'x', key='k.pem')"))
+
     def test_mask(self):
-        line = ('--os-password pw --os-username u --os-token=tok '
-                '--os-client-secret cs --os-key k --os*** x --host h')
+        # Without the argument list (the fallback): every word up to the
+        # next option.
+        line = ('--os-password PWone PWtwo --os-username u --os-token=tok '
+                '--os-client-secret cs --os-key k --os*** x --host h '
+                '--os-passcode 987654 --debug --os-passc -1 --x')
         self.assertEqual(
             '--os-password *** --os-username u --os-token=*** '
-            '--os-client-secret *** --os-key *** --os*** *** --host h',
+            '--os-client-secret *** --os-key *** --os*** *** --host h '
+            '--os-passcode *** --debug --os-passc *** --x',
             logmask.mask(line))
