@@ -209,6 +209,8 @@ class TestCounts(FilesTest):
             '-f', 'value', '-c', 'host')
         self.assertEqual(
             (1, 'compute-01\ncompute-02\n',
+             'flavor verify: Nova 34 query, owner filter on (default Nova '
+             '34)\n'
              'long.8x: Placement refused the query: GET %s... failed with '
              'HTTP 400 (placement.query.bad_value): Resourceless suffixed '
              'group request should be specified in `same_subtree` query '
