@@ -71,7 +71,10 @@ class Snapshot(common.Command):
         parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
                             metavar='N',
                             help='Reads in flight at once against a live '
-                                 'cloud (default %d).' % DEFAULT_WORKERS)
+                                 'cloud (default %d). About what Placement '
+                                 'serves at once (its worker processes x '
+                                 'threads): more only queue there and cost '
+                                 'its CPU.' % DEFAULT_WORKERS)
         common.add_retry_arguments(parser)
         source = parser.add_mutually_exclusive_group()
         source.add_argument(
