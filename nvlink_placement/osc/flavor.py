@@ -3,6 +3,7 @@
 import argparse
 import dataclasses
 import logging
+import re
 import shlex
 
 from keystoneauth1 import exceptions as ks_exc
@@ -154,6 +155,22 @@ class GenerateFlavors(common.OwnOutput, common.Lister):
         for flavor in self.flavors:
             self.app.stdout.write(print_commands(flavor))
         return 0
+
+
+def pci_id(text):
+    """argparse type: a PCI vendor or device id as Nova and sysfs write it.
+
+    Four hex digits, lower case (``0x10DE`` -> ``10de``); Nova names the
+    resource class from them (``CUSTOM_PCI_10DE_2330``), so anything else
+    would give config that matches no device.
+    """
+    value = text.strip().lower()
+    if value.startswith('0x'):
+        value = value[2:]
+    if not re.match(r'^[0-9a-f]{4}$', value):
+        raise argparse.ArgumentTypeError(
+            '%r is not a PCI id (4 hex digits, e.g. 10de)' % text)
+    return value
 
 
 def print_commands(flavor):
@@ -381,12 +398,12 @@ class NovaConfig(common.OwnOutput, common.Lister):
         parser.add_argument('--alias', metavar='NAME', required=True,
                             help='The [pci] alias name.')
         _add_sizes_argument(parser)
-        parser.add_argument('--vendor-id', metavar='HEX',
+        parser.add_argument('--vendor-id', metavar='HEX', type=pci_id,
                             help='PCI vendor id when the topology has none '
-                                 '(e.g. 10de).')
-        parser.add_argument('--product-id', metavar='HEX',
+                                 '(4 hex digits, e.g. 10de).')
+        parser.add_argument('--product-id', metavar='HEX', type=pci_id,
                             help='PCI product id when the topology has none '
-                                 '(e.g. 2330).')
+                                 '(4 hex digits, e.g. 2330).')
         parser.add_argument('--resource-class', metavar='RC',
                             help='A resource_class tag for device_spec and '
                                  'alias (default: CUSTOM_PCI_<VENDOR>_'

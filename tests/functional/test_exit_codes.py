@@ -86,6 +86,14 @@ class TestUsageErrors(base.BaseTestCase):
         cases = [
             (('check', '--snapshot', SNAPSHOT),
              'the following arguments are required: --topology'),
+            (('nova-config', '--topology', TOPOLOGY, '--alias', 'h100',
+              '--vendor-id', 'zz'),
+             "argument --vendor-id: 'zz' is not a PCI id (4 hex digits, e.g. "
+             "10de)"),
+            (('nova-config', '--topology', TOPOLOGY, '--alias', 'h100',
+              '--vendor-id', '10de', '--product-id', '233'),
+             "argument --product-id: '233' is not a PCI id (4 hex digits, "
+             "e.g. 10de)"),
             (('check', '--topology', TOPOLOGY, '--retry-window', 'soon'),
              "argument --retry-window: 'soon' is not a number of seconds"),
             (('reshape', '--topology', TOPOLOGY, '--workers', 'many'),

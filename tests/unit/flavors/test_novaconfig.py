@@ -163,3 +163,17 @@ class TestIni(base.BaseTestCase):
             '2.86 flavor set --property '
             'KEY=VALUE\n'
             '#   hw:numa_nodes=1  (local)\n', novaconfig.to_ini(settings))
+
+
+class TestPciIdOption(base.BaseTestCase):
+    """--vendor-id / --product-id as Nova and sysfs write PCI ids."""
+
+    def test_normalized_or_refused(self):
+        import argparse
+
+        from nvlink_placement.osc import flavor
+        self.assertEqual(['10de', '2330', '20b2'],
+                         [flavor.pci_id(t) for t in ('0x10DE', '2330',
+                                                     ' 20B2 ')])
+        for bad in ('zz', '233', '10de1', 'a b', ''):
+            self.assertRaises(argparse.ArgumentTypeError, flavor.pci_id, bad)
