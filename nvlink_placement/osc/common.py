@@ -340,7 +340,7 @@ def authenticate(app, what='cloud', hint=None):
             app_name=manager._app_name, app_version=manager._app_version)
         manager.setup_auth()
     except (sdk_exc.ConfigException, ks_exc.AuthPluginException) as exc:
-        detail = ' '.join(str(exc).split())
+        detail = _one_line(exc)
         raise errors.NvlinkError(
             'no %s credentials (%s): set OS_CLOUD (clouds.yaml) or '
             '--os-auth-url and the other --os-* options%s' % (
