@@ -16,7 +16,7 @@ import stat
 import time
 
 from nvlink_placement import errors
-from nvlink_placement.hook import trust
+from nvlink_placement.fabric import trust
 
 LOCK_FILE = 'hook.lock'
 POLL_SECONDS = 0.05

@@ -2,13 +2,13 @@
 
 No logic here: the options and the work of ``inspect`` live in
 :mod:`nvlink_placement.discovery.options`, the partition table in
-:mod:`nvlink_placement.hook.fabric` and :mod:`nvlink_placement.hook.
+:mod:`nvlink_placement.hook.listing` and :mod:`nvlink_placement.hook.
 partitions`.
 """
 
 
 from nvlink_placement.discovery import options
-from nvlink_placement.hook import fabric
+from nvlink_placement.hook import listing
 from nvlink_placement.hook import partitions
 from nvlink_placement.osc import common
 
@@ -47,7 +47,7 @@ class HostPartitions(common.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        table = fabric.list_partitions(
+        table = listing.list_partitions(
             mapping=parsed_args.mapping, fm_address=parsed_args.fm_address,
             fm_socket=parsed_args.fm_socket,
             fm_library=parsed_args.fm_library,

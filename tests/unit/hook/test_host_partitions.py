@@ -15,8 +15,8 @@ from oslotest import base
 import yaml
 
 from nvlink_placement.cmd import host_inspect
-from nvlink_placement.discovery import fabric_manager as fm
 from nvlink_placement import errors
+from nvlink_placement.fabric import client as fm
 from nvlink_placement.osc import common
 from nvlink_placement.osc import host as osc_host
 from tests.unit.discovery import helpers
@@ -201,6 +201,7 @@ class TestHookImports(base.BaseTestCase):
             import nvlink_placement.cmd.partition_hook
             allowed = ('nvlink_placement.hook', 'nvlink_placement.cmd',
                        'nvlink_placement.discovery', 'nvlink_placement.errors',
+                       'nvlink_placement.fabric',
                        'nvlink_placement.documents',
                        'nvlink_placement.helptext',
                        'nvlink_placement.topology.pci',
