@@ -17,7 +17,9 @@ from nvlink_placement.flavors import novaconfig
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import live
+from nvlink_placement.osc import offline
 from nvlink_placement.osc import topology as topology_cmd
 
 LOG = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ def _add_sizes_argument(parser):
 
 
 def _hosts(app, parsed_args):
-    topology = common.load_topology(app, parsed_args.topology)
+    topology = topology_cmd.load_topology(app, parsed_args.topology)
     return topology, topology_cmd.select_hosts(topology, parsed_args.host)
 
 
@@ -60,7 +62,7 @@ def _warn_wide(hosts, sizes):
         LOG.warning('%s', novaconfig.wide_warning(wide, max(sizes)))
 
 
-class GenerateFlavors(common.OwnOutput, common.Lister):
+class GenerateFlavors(commands.OwnOutput, commands.Lister):
     """Generate flavors whose GPUs come from one NVLink domain.
 
     For N GPUs of alias A whose N-GPU NVLink groups carry trait
@@ -140,7 +142,7 @@ class GenerateFlavors(common.OwnOutput, common.Lister):
         _warn_wide(hosts, [f.size for f in result.flavors])
         self.flavors = result.flavors
         if parsed_args.apply:
-            connection = common.authenticate(self.app).sdk_connection
+            connection = live.authenticate(self.app).sdk_connection
             changes = compute.apply(connection, result.flavors,
                                     dry_run=parsed_args.dry_run)
             return compute.COLUMNS, [c.row() for c in changes]
@@ -192,7 +194,7 @@ def print_commands(flavor):
     return ''.join(lines)
 
 
-class VerifyFlavors(common.Lister):
+class VerifyFlavors(commands.Lister):
     """Prove flavors against Placement: every candidate is one NVLink domain.
 
     For each flavor, builds the GET /allocation_candidates query exactly
@@ -262,12 +264,12 @@ class VerifyFlavors(common.Lister):
                  % (release.OWNER_FILTER_SINCE,
                     release.OWNER_SERVICE_VERSION))
         parser.add_argument('--timeout', metavar='SECONDS',
-                            type=common.positive_seconds,
+                            type=live.positive_seconds,
                             default=verify.DEFAULT_TIMEOUT,
                             help='Per request, live Placement only '
                                  '(default %d).' % verify.DEFAULT_TIMEOUT)
-        common.add_placement_arguments(parser, save=False)
-        common.add_retry_arguments(parser, timeouts=False)
+        offline.add_placement_arguments(parser, save=False)
+        live.add_retry_arguments(parser, timeouts=False)
         return parser
 
     def run(self, parsed_args):
@@ -283,7 +285,7 @@ class VerifyFlavors(common.Lister):
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
         if parsed_args.flavor:
-            connection = common.authenticate(
+            connection = live.authenticate(
                 self.app, 'compute API',
                 '--flavor NAME reads the flavor from Nova%s; offline, give '
                 'the flavors as a file with --flavors FILE ("openstack '
@@ -309,7 +311,7 @@ class VerifyFlavors(common.Lister):
         queries = [request.build(f, aliases, parsed_args.limit, nova)
                    for f in flavors]
         results = []
-        with common.placement(self.app, parsed_args) as client:
+        with offline.placement(self.app, parsed_args) as client:
             if not parsed_args.snapshot:
                 client = verify.with_timeout(client, parsed_args.timeout)
                 nova = self._detect(parsed_args, client)
@@ -344,7 +346,7 @@ class VerifyFlavors(common.Lister):
         if parsed_args.nova_release is None:
             try:
                 microversion = compute.max_microversion(
-                    common.authenticate(self.app).sdk_connection)
+                    live.authenticate(self.app).sdk_connection)
             except (ks_exc.ClientException, sdk_exc.SDKException) as exc:
                 note = '; compute API version not read: %s' % exc
             else:
@@ -377,7 +379,7 @@ def _release(text):
         raise argparse.ArgumentTypeError(str(exc))
 
 
-class NovaConfig(common.OwnOutput, common.Lister):
+class NovaConfig(commands.OwnOutput, commands.Lister):
     """Print the Nova and Placement settings to pair with the NVLink tree.
 
     [pci] device_spec and alias for the topology's GPUs,

@@ -4,13 +4,28 @@ import yaml
 
 from nvlink_placement import errors
 from nvlink_placement import hostnames
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import display
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import merge
 
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
 VALIDATE_FIELDS = ('file', 'valid', 'hosts', 'gpus', 'groups', 'problems')
 TOPOLOGY_HELP = 'Topology file (YAML or JSON, version 1).'
+
+
+def gpus_file_dirs(app):
+    """The directories of ``--os-nvlink-gpus-file-dir`` (see :mod:`.plugin`).
+
+    A topology's ``gpus_file`` may come from them besides the topology
+    file's own directory.
+    """
+    return getattr(app.options, 'os_nvlink_gpus_file_dir', None) or ()
+
+
+def load_topology(app, path):
+    """Load the topology file ``path`` (:func:`loader.load`)."""
+    return loader.load(path, gpus_file_dirs(app))
 
 
 def add_topology_file_argument(parser):
@@ -41,7 +56,7 @@ def topology_path(parsed_args):
     return positional or option
 
 
-class ValidateTopology(common.TextByDefault, common.ShowOne):
+class ValidateTopology(commands.TextByDefault, commands.ShowOne):
     """Validate a topology file and report every problem with its location.
 
     Exits 0 and prints a one-line summary when the file is valid; exits 1
@@ -65,7 +80,7 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
     def take_action(self, parsed_args):
         path = topology_path(parsed_args)
         try:
-            topology = common.load_topology(self.app, path)
+            topology = load_topology(self.app, path)
         except errors.TopologyError as exc:
             if self.as_text:
                 raise
@@ -76,8 +91,8 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
         groups = sum(len(h.groups) for h in topology.hosts.values())
         gpus = sum(len(h.gpus) for h in topology.hosts.values())
         self.summary = '%s: valid: %s, %s, %s\n' % (
-            path, common.plural(len(topology.hosts), 'host'),
-            common.plural(gpus, 'GPU'), common.plural(groups, 'group'))
+            path, display.plural(len(topology.hosts), 'host'),
+            display.plural(gpus, 'GPU'), display.plural(groups, 'group'))
         return VALIDATE_FIELDS, (path, True, len(topology.hosts), gpus,
                                  groups, [])
 
@@ -88,7 +103,7 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
         return super().produce_output(parsed_args, column_names, data)
 
 
-class ShowTopology(common.Lister):
+class ShowTopology(commands.Lister):
     """Show the NVLink groups a topology file defines, one row per group.
 
     ``members`` are normalized PCI addresses; ``modules`` the module ids
@@ -108,19 +123,19 @@ class ShowTopology(common.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        topology = common.load_topology(self.app, topology_path(parsed_args))
+        topology = load_topology(self.app, topology_path(parsed_args))
         rows = []
         for host in select_hosts(topology, parsed_args.host):
             for group in host.groups:
                 rows.append((host.name, group.name, group.size,
                              ','.join(group.traits),
-                             common.InOrder(group.members),
-                             common.InOrder(
+                             display.InOrder(group.members),
+                             display.InOrder(
                                  [m for m in group.modules if m is not None])))
         return SHOW_COLUMNS, rows
 
 
-class MergeTopology(common.Command):
+class MergeTopology(commands.Command):
     """Merge topology fragments (from host inspect) into one topology file.
 
     A host in two fragments is an error unless both are identical; the
@@ -148,16 +163,16 @@ class MergeTopology(common.Command):
         target = '<stdout>' if to_stdout else output
         document = merge.merge(parsed_args.fragments,
                                'merged.yaml' if to_stdout else output,
-                               common.gpus_file_dirs(self.app),
+                               gpus_file_dirs(self.app),
                                shown='on standard output' if to_stdout
                                else None)
         topology = loader.parse(document, target,
-                                common.gpus_file_dirs(self.app))
+                                gpus_file_dirs(self.app))
         text = yaml.safe_dump(document, sort_keys=False,
                               default_flow_style=False)
         summary = '%s: %s from %s\n' % (
-            target, common.plural(len(topology.hosts), 'host'),
-            common.plural(len(parsed_args.fragments), 'fragment'))
+            target, display.plural(len(topology.hosts), 'host'),
+            display.plural(len(parsed_args.fragments), 'fragment'))
         if to_stdout:
             self.app.stdout.write(text)
             self.app.stderr.write(summary)
