@@ -14,12 +14,13 @@ FM_ST_UNINITIALIZED; both count as success here (another tool, such as
 ``fmpm``, may have acted between our read and our call).
 
 Everything that talks to FM runs under the host lock (:mod:`.lock`) in a
-child process with a deadline (:mod:`.deadline`): read the partitions,
-decide (:mod:`.partitions`), act, disconnect. ``fm_deadline`` bounds the
-whole hook, from when it has the domain XML: the lock wait counts
-against it and the child gets what is left. The files it trusts are
-checked first (:mod:`.trust`), and the mapping's addresses must be
-NVIDIA GPUs of this host (:func:`host_mapping`).
+child process with a deadline (:mod:`nvlink_placement.fabric.deadline`):
+read the partitions, decide (:mod:`.partitions`), act, disconnect.
+``fm_deadline`` bounds the whole hook, from when it has the domain XML:
+the lock wait counts against it and the child gets what is left. The
+files it trusts are checked first (:mod:`nvlink_placement.fabric.trust`),
+and the mapping's addresses must be NVIDIA GPUs of this host
+(:func:`host_mapping`).
 """
 
 import functools

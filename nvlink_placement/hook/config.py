@@ -26,8 +26,9 @@ overrides only reach the hook from a wrapper script that sets them. A
 missing default file means all defaults; a missing file named by
 ``NVLINK_HOOK_CONFIG`` is an error. Unknown sections and keys are errors.
 The file, like every file the hook trusts, must be root's and writable by
-root only, and so must its directories (:mod:`.trust`). Times are seconds
-above 0, at most an hour.
+root only, and so must its directories
+(:mod:`nvlink_placement.fabric.trust`). Times are seconds above 0, at
+most an hour.
 
 ``fm_deadline`` is the one bound on how long the hook holds up a VM
 start, counted from when it has read the domain XML: waiting for the
