@@ -56,7 +56,8 @@ class Rollout(base.BaseTestCase):
         if not (self.playbook and self.openstack):
             self.skipTest('needs ansible-playbook and openstack on PATH or '
                           'next to %s' % sys.executable)
-        self.tmp = self.useFixture(fixtures.TempDir()).path
+        # Real: the playbook names the fragments by their real path.
+        self.tmp = os.path.realpath(self.useFixture(fixtures.TempDir()).path)
         self.wrapper = os.path.join(self.tmp, 'nvlink-host-inspect')
         self.calls = os.path.join(self.tmp, 'calls.log')
         with open(self.wrapper, 'w') as f:
@@ -103,8 +104,8 @@ class Rollout(base.BaseTestCase):
                    ANSIBLE_CONFIG=config)
         result = subprocess.run(
             [self.playbook, '-i', inventory, PLAYBOOK,
-             '-e', 'fragments_dir=%s' % self.fragments,
-             '-e', 'topology=%s' % self.topology,
+             # Relative: from where ansible-playbook runs (self.tmp).
+             '-e', 'fragments_dir=fragments', '-e', 'topology=topology.yaml',
              '-e', 'nvlink_openstack=%s' % self.openstack],
             capture_output=True, text=True, env=env, cwd=self.tmp,
             timeout=300)
@@ -272,3 +273,30 @@ class TestRefused(Rollout):
         self.assertEqual(['node-g.yaml'], os.listdir(self.fragments))
         self.assertFalse(os.path.exists(self.topology))
         self.assertEqual([], self.calls_of(fqdn.group(1)))
+
+
+class TestStaleTwin(Rollout):
+    """A fragment another inventory host left under the same name."""
+
+    def test_merge_refused_naming_both_files_topology_kept(self):
+        self.add_host('node-x', 'compute-x', nvlink_board='hgx-h100-8gpu',
+                      nvlink_no_fm=True, nvlink_mapping=self.mapping)
+        os.mkdir(self.fragments)
+        stale = os.path.join(self.fragments, 'old-node.yaml')
+        with open(stale, 'w') as f:
+            yaml.safe_dump({'version': 1, 'hosts': {'compute-x': {
+                'board': 'hgx-h100-8gpu', 'gpus': helpers.BOARD2}}}, f)
+        with open(self.topology, 'w') as f:
+            f.write('# the last good merge\n')
+        result = self.run_playbook()
+        self.assertEqual(2, result.returncode, result.stdout + result.stderr)
+        self.assertEqual({'node-x': 0, 'localhost': 1},
+                         {h: r[2] for h, r in self.recap(result).items()})
+        out = ' '.join(result.stdout.split())
+        self.assertIn(
+            'openstack nvlink topology merge exited 1, nothing written: '
+            '%s: hosts.compute-x differs from the one in %s: '
+            'hosts.compute-x.gpus' % (
+                stale, os.path.join(self.fragments, 'node-x.yaml')), out)
+        with open(self.topology) as f:
+            self.assertEqual('# the last good merge\n', f.read())
