@@ -86,7 +86,7 @@ class Rollout(base.BaseTestCase):
         host.update(vars)
         self.hosts[name] = host
 
-    def run_playbook(self):
+    def run_playbook(self, *options):
         inventory = os.path.join(self.tmp, 'inventory.yaml')
         with open(inventory, 'w') as f:
             yaml.safe_dump({'all': {
@@ -106,7 +106,7 @@ class Rollout(base.BaseTestCase):
             [self.playbook, '-i', inventory, PLAYBOOK,
              # Relative: from where ansible-playbook runs (self.tmp).
              '-e', 'fragments_dir=fragments', '-e', 'topology=topology.yaml',
-             '-e', 'nvlink_openstack=%s' % self.openstack],
+             '-e', 'nvlink_openstack=%s' % self.openstack] + list(options),
             capture_output=True, text=True, env=env, cwd=self.tmp,
             timeout=300)
         return result
@@ -156,7 +156,7 @@ class TestRollout(Rollout):
         self.add_host('node-b', 'compute-b', nvlink_board='hgx-h200-8gpu',
                       nvlink_no_fm=True, nvlink_no_nvidia_smi=False,
                       nvlink_nvidia_smi_q=query, nvlink_topo_matrix=matrix)
-        # Saved fmpm -l output; a vGPU in use and two GPUs not healthy.
+        # Saved fmpm -l output; a vGPU in use, three GPUs not healthy.
         self.add_host('node-c', 'compute-c', nvlink_fmpm_json=fmpm,
                       nvlink_mapping=self.mapping,
                       sysfs=self.useFixture(helpers.FakeSysfs(quirks=True)))
@@ -209,10 +209,12 @@ class TestRollout(Rollout):
         for line in (
                 'compute-c: note: 0000:db:00.0 will be left out of its '
                 'NVLink groups: vGPU in use (mdev parent, 1 mdev instance)',
-                'compute-c: GPU 0000:9a:00.0 is not healthy (see its health '
-                'in the fragment)',
-                'compute-c: GPU 0000:ab:00.0 is not healthy (see its health '
-                'in the fragment)',
+                'compute-c: GPU 0000:2a:00.0 degraded: PCIe link below its '
+                'maximum: x8, maximum x16',
+                'compute-c: GPU 0000:9a:00.0 unhealthy: config space reads '
+                'all ones: the GPU fell off the bus"',
+                'compute-c: GPU 0000:ab:00.0 unhealthy: 1 fatal AER errors '
+                '(aer_dev_fatal)"',
                 'compute-h: note: all GPUs share one NVLink fabric '
                 '(NVSwitches present); its domains come from Fabric Manager',
                 'warning: %s: hosts.compute-h: NVSwitches but no NVLink '
@@ -232,7 +234,7 @@ class TestRollout(Rollout):
 
 
 class TestRefused(Rollout):
-    """Each failure of the issue, in one run: nothing is merged."""
+    """Each way a host fails, in one run: nothing is merged."""
 
     def test_no_groups_and_twin_names_fail_and_nothing_is_merged(self):
         # NVSwitches, no FM, no board, not said to be expected.
@@ -245,11 +247,14 @@ class TestRefused(Rollout):
                       nvlink_no_fm=True, nvlink_mapping=self.mapping)
         self.add_host('node-g', 'compute-g', nvlink_board='hgx-h100-8gpu',
                       nvlink_no_fm=True, nvlink_mapping=self.mapping)
+        # The inspector fails: a board it does not know.
+        self.add_host('node-i', 'compute-i', nvlink_board='hgx-h999-8gpu',
+                      nvlink_no_fm=True, nvlink_mapping=self.mapping)
         result = self.run_playbook()
         self.assertEqual(2, result.returncode, result.stdout + result.stderr)
         recap = self.recap(result)
         self.assertEqual({'node-d': 1, 'node-e': 1, 'node-f': 1,
-                          'node-g': 0, 'localhost': 1},
+                          'node-g': 0, 'node-i': 1, 'localhost': 1},
                          {h: r[2] for h, r in recap.items()})
         out = ' '.join(result.stdout.split())
         self.assertIn(
@@ -267,8 +272,11 @@ class TestRefused(Rollout):
             'else ansible_fqdn): their fragments would merge into one host. '
             'Set hypervisor_hostname per host to Nova\'s name for it.'
             % fqdn.group(1), out)
-        self.assertIn('Not merged: no fragment from node-d, node-e, node-f '
-                      '(see their errors above).', out)
+        self.assertIn("nvlink-host-inspect exited 1: nvlink-host-inspect: "
+                      "error: unknown board 'hgx-h999-8gpu'; built-in boards: "
+                      "dgx-1-p100,", out)
+        self.assertIn('Not merged: no fragment from node-d, node-e, node-f, '
+                      'node-i (see their errors above).', out)
         # The failed hosts wrote nothing, the others their fragment.
         self.assertEqual(['node-g.yaml'], os.listdir(self.fragments))
         self.assertFalse(os.path.exists(self.topology))
@@ -300,3 +308,17 @@ class TestStaleTwin(Rollout):
                 stale, os.path.join(self.fragments, 'node-x.yaml')), out)
         with open(self.topology) as f:
             self.assertEqual('# the last good merge\n', f.read())
+
+
+class TestCheckMode(Rollout):
+
+    def test_check_is_refused_before_anything(self):
+        self.add_host('node-y', 'compute-y', nvlink_board='hgx-h100-8gpu',
+                      nvlink_no_fm=True, nvlink_mapping=self.mapping)
+        result = self.run_playbook('--check')
+        self.assertEqual(2, result.returncode, result.stdout + result.stderr)
+        self.assertIn('This playbook has no check mode: it only reads the '
+                      'hosts, and writes the fragments and the topology file '
+                      'on this machine.', ' '.join(result.stdout.split()))
+        self.assertFalse(os.path.exists(self.fragments))
+        self.assertFalse(os.path.exists(self.calls))
