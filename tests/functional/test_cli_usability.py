@@ -186,7 +186,8 @@ class TestFormats(base.BaseTestCase):
         self.assertEqual(0, result.code, result.stderr)
         self.assertEqual({'file': fbase.H100_TOPOLOGY, 'valid': True,
                           'hosts': 2, 'gpus': 16, 'groups': 12,
-                          'problems': []}, json.loads(result.stdout))
+                          'problems': [], 'warnings': []},
+                         json.loads(result.stdout))
         bad = self.write('bad.yaml', 'version: 1\nhosts:\n  c1:\n'
                                      '    groups:\n')
         result = cli.run(self, 'nvlink', 'topology', 'validate', bad,
@@ -196,7 +197,7 @@ class TestFormats(base.BaseTestCase):
             {'file': bad, 'valid': False, 'hosts': None, 'gpus': None,
              'groups': None,
              'problems': ['%s: hosts.c1.groups: expected a list, got null'
-                          % bad]}, json.loads(result.stdout))
+                          % bad], 'warnings': []}, json.loads(result.stdout))
         both = cli.run(self, 'nvlink', 'topology', 'show', bad,
                        '--topology', fbase.H100_TOPOLOGY)
         self.assertEqual(3, both.code)  # a usage error
@@ -333,8 +334,10 @@ class TestWording(base.BaseTestCase):
         self.assertEqual(1, result.code)
         self.assertEqual(
             "%s: hosts.c1 differs from the one in %s: hosts.c1.board: "
-            "'hgx-b200-8gpu' in %s, 'hgx-h100-8gpu' in %s\n" % (b, a, b, a),
-            result.stderr)
+            "'hgx-b200-8gpu' in %s, 'hgx-h100-8gpu' in %s. Two hosts that "
+            "report the same name (cloned images, containers) need "
+            "hypervisor_hostname set per host to Nova's name for each\n"
+            % (b, a, b, a), result.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, 'out.yaml')))
 
     def test_schema_errors_in_plain_words(self):
