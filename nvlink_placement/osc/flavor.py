@@ -337,6 +337,7 @@ class VerifyFlavors(common.Lister):
                                              providers,
                                              only=bool(parsed_args.host)))
         for result in results:
+            self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:
                 LOG.warning(warning)
             for problem in result.problems:

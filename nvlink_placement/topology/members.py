@@ -62,6 +62,18 @@ def parser(prefix):
     return parse
 
 
+_ANY = re.compile('^(CUSTOM_[A-Z0-9_]*?)([1-9][0-9]*)%s(0|[1-9][0-9]*)$'
+                  % SEPARATOR)
+
+
+def parse_any(trait):
+    """``(prefix, size, index)`` of a member trait of any prefix, or None."""
+    match = _ANY.match(trait or '')
+    if not match:
+        return None
+    return match.group(1), int(match.group(2)), int(match.group(3))
+
+
 def _ordered(host, addresses):
     """``addresses`` by module id (unknown last), then PCI address."""
     def key(address):
