@@ -28,8 +28,9 @@ def desired_hosts(app, parsed_args, health=True):
     """
     topology = common.load_topology(app, parsed_args.topology)
     hosts = topology_cmd.select_hosts(topology, parsed_args.host)
-    return ([desired.from_topology(h, health=health) for h in hosts],
-            frozenset(topology.hosts))
+    return ([desired.from_topology(h, health=health,
+                                   trait_prefix=topology.trait_prefix)
+             for h in hosts], frozenset(topology.hosts))
 
 
 HOST_HELP = ('Only this compute host (repeatable; default: every host of '

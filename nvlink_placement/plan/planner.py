@@ -51,7 +51,7 @@ def traits_to_query(desired_hosts):
     """
     traits = {OWNER}
     for host in desired_hosts:
-        traits |= host.traits
+        traits |= host.traits | host.member_traits
     return traits
 
 
@@ -169,13 +169,15 @@ def plan(state, desired_hosts):
         written).
     """
     problems, per_host, findings = [], [], []
-    size_traits = set()
+    size_traits, member_traits = set(), set()
     for host in desired_hosts:
         size_traits |= host.traits
+        member_traits |= host.member_traits
     marked = markers(state)
     roots = hostnames.Names(state.root_names())
     for host in desired_hosts:
-        planner = _HostPlanner(state, host, size_traits, marked, roots)
+        planner = _HostPlanner(state, host, size_traits, marked, roots,
+                               member_traits)
         per_host.append(planner.plan())
         problems.extend(planner.problems)
         findings.extend(planner.findings)
@@ -197,8 +199,10 @@ def plan(state, desired_hosts):
 
 class _HostPlanner(object):
 
-    def __init__(self, state, host, size_traits, marked, roots):
+    def __init__(self, state, host, size_traits, marked, roots,
+                 member_traits=frozenset()):
         self.state = state
+        self.member_traits = member_traits
         self.roots = roots      # hostnames.Names of the root providers
         self.host = host
         self.size_traits = size_traits
@@ -332,6 +336,7 @@ class _HostPlanner(object):
                     act.MOVE_PROVIDER, rp_name, gpu.parent or host.name,
                     gpu.detail, uuid=rp.uuid, drift=act.WRONG_PARENT))
             reservations.extend(self.reservation(rp, gpu))
+            self.member_finding(rp, gpu)
         for rp in self.tree.values():
             if rp.name in host.gpus or not self.is_gpu(rp):
                 continue
@@ -342,6 +347,24 @@ class _HostPlanner(object):
                     '', rp.name, detail='PCI provider not in the topology',
                     drift=act.UNKNOWN_GPU))
         return moves, reservations
+
+    def member_finding(self, rp, gpu):
+        """A ``member-traits`` finding when ``rp``'s differ from ``gpu``'s.
+
+        Only the member traits of this plan are read (the others stay
+        unknown); Nova writes them from ``[pci] device_spec``, so no
+        Placement write of this tool repairs them.
+        """
+        have = rp.traits & self.member_traits
+        want = set(gpu.member_traits)
+        if have == want:
+            return
+        self.findings.append(self.action(
+            '', rp.name, detail='member traits %s (from nova-compute\'s '
+            '[pci] device_spec)' % ' '.join(
+                ['+' + t for t in sorted(want - have)] +
+                ['-' + t for t in sorted(have - want)]),
+            drift=act.MEMBER_TRAITS))
 
     def reservation(self, rp, gpu):
         """set-reserved actions for one PCI RP (``gpu`` None: unknown)."""
