@@ -259,7 +259,9 @@ class TestRepairEveryDrift(CheckTestCase):
                              if r['drift'] == 'member-traits'})
         # What the repair says, done: list the GPU, run the command.
         self.write_topology(self.doc)
-        fixed = self.run_repair(rows[0]['repair'].split('then: ')[1], after)
+        unknown = [r for r in rows if r['drift'] == 'unknown-gpu']
+        fixed = self.run_repair(unknown[0]['repair'].split('then: ')[1],
+                                after)
         result, rows = self.check(fixed)
         self.assertEqual(0, result.code, rows)
 
