@@ -98,6 +98,10 @@ def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
     _put_traits(client, cn, gen, NODE_TRAITS)
     names = {host: cn}
     extra = member_traits(addresses, board)
+    # Nova's report client creates the custom traits of device_spec first.
+    for trait in sorted({t for ts in extra.values() for t in ts}):
+        client.request('PUT', '/traits/%s' % trait, version='1.6',
+                       expect=(201, 204))
     for address in sorted(addresses):
         name = pci.nova_provider_name(host, address)
         child = pci_uuid(cn, address)

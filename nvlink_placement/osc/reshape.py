@@ -299,7 +299,7 @@ class Check(_PlanCommand):
         with common.placement(self.app, parsed_args) as client:
             result = run.run(client, hosts, apply=False,
                              more_hosts=outside if parsed_args.all else None,
-                             allocations=run.ALL_HOSTS)
+                             allocations=run.ALL_HOSTS, members=True)
             report_retries(client)
         context = repair.Context(
             os.path.abspath(parsed_args.topology), topology_names,

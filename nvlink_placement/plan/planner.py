@@ -43,15 +43,20 @@ class Plan:
     findings: list
 
 
-def traits_to_query(desired_hosts):
+def traits_to_query(desired_hosts, members=False):
     """Traits whose carriers planning must know.
 
     Nova's PCI RPs are recognised by name (``<host>_<ADDRESS>``), so the
-    PCI trait is not queried: a no-op check stays at five requests.
+    PCI trait is not queried: a no-op reshape stays at five requests.
+
+    :param members: also the member traits of the GPUs (``check``: one
+        listing per member trait of the layout, whatever the host count).
     """
     traits = {OWNER}
     for host in desired_hosts:
-        traits |= host.traits | host.member_traits
+        traits |= host.traits
+        if members:
+            traits |= host.member_traits
     return traits
 
 
@@ -158,13 +163,16 @@ def split_allocations(state, desired_hosts):
     return findings
 
 
-def plan(state, desired_hosts):
+def plan(state, desired_hosts, members=False):
     """Return the :class:`Plan` that turns ``state`` into the desired trees.
 
     :param state: :class:`State` read with :func:`traits_to_query` and the
         reservation marker prefix, with the inventories of
         :func:`inventories_needed` loaded.
     :param desired_hosts: list of :class:`DesiredHost`.
+    :param members: the state holds the member traits (read with
+        ``traits_to_query(..., members=True)``): add ``member-traits``
+        findings.
     :raises PlanError: listing every problem found (nothing may be
         written).
     """
@@ -172,12 +180,13 @@ def plan(state, desired_hosts):
     size_traits, member_traits = set(), set()
     for host in desired_hosts:
         size_traits |= host.traits
-        member_traits |= host.member_traits
+        if members:
+            member_traits |= host.member_traits
     marked = markers(state)
     roots = hostnames.Names(state.root_names())
     for host in desired_hosts:
         planner = _HostPlanner(state, host, size_traits, marked, roots,
-                               member_traits)
+                               member_traits if members else None)
         per_host.append(planner.plan())
         problems.extend(planner.problems)
         findings.extend(planner.findings)
@@ -200,7 +209,7 @@ def plan(state, desired_hosts):
 class _HostPlanner(object):
 
     def __init__(self, state, host, size_traits, marked, roots,
-                 member_traits=frozenset()):
+                 member_traits=None):
         self.state = state
         self.member_traits = member_traits
         self.roots = roots      # hostnames.Names of the root providers
@@ -355,6 +364,8 @@ class _HostPlanner(object):
         unknown); Nova writes them from ``[pci] device_spec``, so no
         Placement write of this tool repairs them.
         """
+        if self.member_traits is None:
+            return
         have = rp.traits & self.member_traits
         want = set(gpu.member_traits)
         if have == want:
