@@ -56,10 +56,17 @@ def _hosts(app, parsed_args):
     return topology, topology_cmd.select_hosts(topology, parsed_args.host)
 
 
-def _warn_wide(hosts, sizes):
+def _warn_wide(hosts, flavors):
+    """Warn of flavors whose GPU groups carry no member traits.
+
+    Only those (the upstream dialect's whole-host flavor) make Placement
+    enumerate the permutations of a wide host's GPUs.
+    """
+    unnamed = [f.size for f in flavors if f.size > 1 and not any(
+        key.startswith('trait_') for key in f.extra_specs)]
     wide = novaconfig.wide_hosts(hosts)
-    if wide and max(sizes) > novaconfig.WIDE_FLAVOR_GPUS:
-        LOG.warning('%s', novaconfig.wide_warning(wide, max(sizes)))
+    if wide and unnamed and max(unnamed) > novaconfig.WIDE_FLAVOR_GPUS:
+        LOG.warning('%s', novaconfig.wide_warning(wide, max(unnamed)))
 
 
 class GenerateFlavors(commands.OwnOutput, commands.Lister):
@@ -68,11 +75,17 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     For N GPUs of alias A whose N-GPU NVLink groups carry trait
     CUSTOM_PCI_GROUP<N>: pci_passthrough:alias=A:N:_A,
     trait_nvl<N>:CUSTOM_PCI_GROUP<N>=required,
+    trait_A-<i>:CUSTOM_PCI_GROUP<N>_MEMBER<i>=required for each GPU i,
     placement:same_subtree=_A-0,...,_A-<N-1>,_nvl<N> and
-    placement:group_policy=none (the MOSK named-alias extension). 1-GPU
-    and whole-host flavors carry only the alias. A size no NVLink group
-    has is refused. --dialect upstream refuses every size but 1 and the
-    whole host: upstream Nova cannot name the request groups of an alias.
+    placement:group_policy=none (the MOSK named-alias extension, with
+    [filter_scheduler] allow_pci_traits_in_flavor = True). The member
+    traits come from Nova's [pci] device_spec (see "openstack nvlink
+    nova-config") and make each free domain one allocation candidate. The
+    whole-host flavor carries the alias, member traits and policy; 1-GPU
+    flavors only the alias. A size no NVLink group has is refused.
+    --dialect upstream refuses every size but 1 and the whole host:
+    upstream Nova cannot name the request groups of an alias, and its
+    whole-host flavor makes Placement enumerate GPU permutations.
     --apply creates or updates the flavors (only differing extra specs are
     written) and sets extra specs at compute API microversion 2.86, where
     Nova validates them: upstream Nova refuses the named-alias flavors
@@ -139,7 +152,7 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
             LOG.warning('size %d not generated: %s', size, reason)
         for note in result.notes:
             LOG.warning(note)
-        _warn_wide(hosts, [f.size for f in result.flavors])
+        _warn_wide(hosts, result.flavors)
         self.flavors = result.flavors
         if parsed_args.apply:
             connection = live.authenticate(self.app).sdk_connection
@@ -326,6 +339,7 @@ class VerifyFlavors(commands.Lister):
                                              providers,
                                              only=bool(parsed_args.host)))
         for result in results:
+            self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:
                 LOG.warning(warning)
             for problem in result.problems:
@@ -382,10 +396,13 @@ def _release(text):
 class NovaConfig(commands.OwnOutput, commands.Lister):
     """Print the Nova and Placement settings to pair with the NVLink tree.
 
-    [pci] device_spec and alias for the topology's GPUs,
-    report_in_placement, [filter_scheduler] pci_in_placement and
-    PciPassthroughFilter; the Placement wide-tree settings when a host has
-    8 or more GPUs of one class and a flavor asks for more than 4; and,
+    [pci] device_spec and alias for the topology's GPUs (with the mosk
+    dialect one device_spec entry per GPU first, per host, carrying the
+    member traits the multi-GPU flavors require, and [filter_scheduler]
+    allow_pci_traits_in_flavor), report_in_placement, [filter_scheduler]
+    pci_in_placement and PciPassthroughFilter; with --dialect upstream the
+    Placement wide-tree settings when a host has 8 or more GPUs of one
+    class and a flavor asks for more than 4; and,
     with NUMA data from host inspection, per-size hw:numa_nodes /
     hw:pci_numa_affinity_policy advice naming the domains that span NUMA
     nodes. --ini prints ready-to-paste config fragments.
@@ -410,6 +427,11 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
                             help='A resource_class tag for device_spec and '
                                  'alias (default: CUSTOM_PCI_<VENDOR>_'
                                  '<PRODUCT>).')
+        parser.add_argument('--dialect', choices=generate.DIALECTS,
+                            default=generate.MOSK,
+                            help='The flavor dialect the settings serve: '
+                                 'mosk (default; per-GPU device_spec entries '
+                                 'with member traits) or upstream.')
         parser.add_argument('--ini', action='store_true',
                             help='Print config fragments instead of rows (not '
                                  'with -f or -c).')
@@ -420,12 +442,13 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        _, hosts = _hosts(self.app, parsed_args)
+        topology, hosts = _hosts(self.app, parsed_args)
         self.settings = novaconfig.settings(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             vendor_id=parsed_args.vendor_id,
             product_id=parsed_args.product_id,
-            resource_class=parsed_args.resource_class)
+            resource_class=parsed_args.resource_class,
+            dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix)
         return _long_columns(parsed_args, 'reason', novaconfig.COLUMNS, [
             (s.service, s.section, s.option, s.value, s.reason)
             for s in self.settings])

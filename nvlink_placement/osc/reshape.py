@@ -32,8 +32,9 @@ def desired_hosts(app, parsed_args, health=True):
     """
     topology = topology_cmd.load_topology(app, parsed_args.topology)
     hosts = topology_cmd.select_hosts(topology, parsed_args.host)
-    return ([desired.from_topology(h, health=health) for h in hosts],
-            frozenset(topology.hosts))
+    return ([desired.from_topology(h, health=health,
+                                   trait_prefix=topology.trait_prefix)
+             for h in hosts], frozenset(topology.hosts))
 
 
 HOST_HELP = ('Only this compute host (repeatable; default: every host of '
@@ -302,7 +303,7 @@ class Check(_PlanCommand):
         with offline.placement(self.app, parsed_args) as client:
             result = run.run(client, hosts, apply=False,
                              more_hosts=outside if parsed_args.all else None,
-                             allocations=run.ALL_HOSTS)
+                             allocations=run.ALL_HOSTS, members=True)
             report_retries(client)
         context = repair.Context(
             os.path.abspath(parsed_args.topology), topology_names,

@@ -173,7 +173,10 @@ class TestFormats(base.BaseTestCase):
                           'module': None, 'status': None}, rows[0])
         self.assertEqual({'host': 'compute-01',
                           'provider': 'compute-01_0000:4C:00.0',
-                          'parent': 'compute-01', 'depth': 1, 'traits': [],
+                          'parent': 'compute-01', 'depth': 1,
+                          'traits': ['CUSTOM_PCI_GROUP2_MEMBER0',
+                                     'CUSTOM_PCI_GROUP4_MEMBER0',
+                                     'CUSTOM_PCI_GROUP8_MEMBER0'],
                           'module': 1, 'status': 'free'}, rows[3])
         text = cli.run(self, 'nvlink', 'tree', '--snapshot',
                        fbase.H100_SNAPSHOT, '--host', 'compute-01')
@@ -224,6 +227,8 @@ class TestFormats(base.BaseTestCase):
             "pci_passthrough:alias='h100:2:_h100', "
             "placement:group_policy='none', "
             "placement:same_subtree='_h100-0,_h100-1,_nvl2', "
+            "trait_h100-0:CUSTOM_PCI_GROUP2_MEMBER0='required', "
+            "trait_h100-1:CUSTOM_PCI_GROUP2_MEMBER1='required', "
             "trait_nvl2:CUSTOM_PCI_GROUP2='required'\n", result.stdout)
         tree = cli.run(self, 'nvlink', 'tree', '--snapshot',
                        fbase.H100_SNAPSHOT, '--host', 'compute-01',
@@ -272,11 +277,16 @@ class TestFormats(base.BaseTestCase):
         self.assertEqual(0, result.code, result.stderr)
         lines = result.stdout.splitlines()
         self.assertEqual('| flavor      | host       | candidates | '
-                         'valid_sets | invalid_sets | missing_sets |',
+                         'valid_sets | invalid_sets | missing_sets | '
+                         'distinct_sets | duplicates |',
                          lines[1])
         self.assertEqual('| gpu.h100.1x | compute-02 |          8 |'
-                         '          8 |            0 |            0 |',
+                         '          8 |            0 |            0 |'
+                         '             8 |          0 |',
                          lines[3])
+        self.assertIn('gpu.h100.1x: 8 candidates, 8 distinct GPU sets, 0 '
+                      'duplicates; reached 1 of 1 hosts with a free domain',
+                      result.stderr)
         self.assertEqual(5, len(lines))
         query = cli.run(self, *args + ('-f', 'value', '-c', 'query'))
         self.assertTrue(query.stdout.startswith('limit=1000&'),
@@ -297,8 +307,15 @@ class TestFormats(base.BaseTestCase):
         self.assertIn('reason', longer.stdout.splitlines()[1])
 
     def test_wide_tree_warning_is_short(self):
+        # Only flavors without member traits enumerate permutations: the
+        # upstream dialect's whole-host flavor.
+        mosk = cli.run(self, 'nvlink', 'flavor', 'generate', '--topology',
+                       fbase.H100_TOPOLOGY, '--alias', 'h100')
+        self.assertEqual(0, mosk.code, mosk.stderr)
+        self.assertNotIn('8 or more', mosk.stderr)
         result = cli.run(self, 'nvlink', 'flavor', 'generate', '--topology',
-                         fbase.H100_TOPOLOGY, '--alias', 'h100')
+                         fbase.H100_TOPOLOGY, '--alias', 'h100',
+                         '--dialect', 'upstream')
         self.assertEqual(0, result.code, result.stderr)
         start = result.stderr.index('compute-01, compute-02: 8 or more')
         lines = result.stderr[start:].splitlines()[:6]

@@ -134,10 +134,11 @@ class TestProgress(base.BaseTestCase):
         with embedded.EmbeddedPlacement(document) as client:
             exported = snapshot_api.export(client, workers=4, progress=Bar)
         self.assertEqual(document, exported)
-        # Traits listed per trait (6 in use for 18 providers), inventories,
-        # allocations of the 2 nodes and the allocated GPU, the roots'
-        # aggregates; the one consumer is read first, with no bar.
-        self.assertEqual([('trait', 6), ('inventory', 18),
+        # Traits read per provider (20 in use, 6 and the 14 member traits,
+        # for 18 providers: fewer GETs), inventories, allocations of the 2
+        # nodes and the allocated GPU, the roots' aggregates; the one
+        # consumer is read first, with no bar.
+        self.assertEqual([('trait set', 18), ('inventory', 18),
                           ('allocation', 3), ('root', 2)],
                          [(b.unit, b.total) for b in bars])
         self.assertTrue(all(b.closed and b.done == b.total for b in bars))

@@ -126,7 +126,7 @@ class TestMetrics(base.BaseTestCase):
                                ('kind', 'wrong-parent'))])
         self.assertEqual(1, m[('nvlink_placement_host_drift',
                                ('host', 'we"ird\\'), ('kind', 'unknown-gpu'))])
-        self.assertEqual(8, len([k for k in m
+        self.assertEqual(9, len([k for k in m
                                  if k[0] == 'nvlink_placement_drift']))
         self.assertEqual(1700000000.25, metrics.last_success(text))
         for line in text.splitlines():

@@ -49,14 +49,21 @@ H100 = helpers.hosts(**{'compute-01': helpers.h100_host()})
 class TestNovaPatterns(base.BaseTestCase):
 
     def test_trait_keys(self):
+        seen = set()
         for flavor in generate.generate(H100, 'h100').flavors:
             for key, value in flavor.extra_specs.items():
                 if key.startswith('trait'):
                     match = re.fullmatch(TRAIT_RE, key)
                     self.assertIsNotNone(match, key)
-                    self.assertEqual('_nvl%d' % flavor.size,
-                                     match.group('group'))
+                    self.assertIn(match.group('group'), {
+                        '_nvl%d' % flavor.size} | {
+                        '_h100-%d' % i for i in range(flavor.size)})
                     self.assertIn(value, TRAIT_VALUES)
+                    seen.add(match.group('group'))
+        # Every GPU group of the 2-, 4- and 8-GPU flavors has its member
+        # trait, the domain flavors their resourceless group.
+        self.assertEqual({'_nvl2', '_nvl4'} | {
+            '_h100-%d' % i for i in range(8)}, seen)
 
     def test_upstream_alias_values(self):
         values = [f.extra_specs['pci_passthrough:alias'] for f in
