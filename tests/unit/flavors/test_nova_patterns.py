@@ -49,6 +49,7 @@ H100 = helpers.hosts(**{'compute-01': helpers.h100_host()})
 class TestNovaPatterns(base.BaseTestCase):
 
     def test_trait_keys(self):
+        groups = []
         for flavor in generate.generate(H100, 'h100').flavors:
             for key, value in flavor.extra_specs.items():
                 if key.startswith('trait'):
@@ -57,6 +58,10 @@ class TestNovaPatterns(base.BaseTestCase):
                     self.assertEqual('_nvl%d' % flavor.size,
                                      match.group('group'))
                     self.assertIn(value, TRAIT_VALUES)
+                    groups.append((flavor.size, match.group('group')))
+        # The NVLink-domain flavors (2 and 4 GPUs) carry one each.
+        self.assertEqual([(2, '_nvl2'), (4, '_nvl4')],
+                         [g for g in groups if g[1].startswith('_nvl')])
 
     def test_upstream_alias_values(self):
         values = [f.extra_specs['pci_passthrough:alias'] for f in
@@ -82,7 +87,11 @@ class TestNovaPatterns(base.BaseTestCase):
                 self.assertIsNotNone(re.fullmatch(RESOURCES_RE, key), key)
 
     def test_group_policy_values(self):
+        sizes = []
         for flavor in generate.generate(H100, 'h100').flavors:
             policy = flavor.extra_specs.get(generate.POLICY_KEY)
             if policy is not None:
                 self.assertIn(policy, GROUP_POLICY_VALUES)
+                sizes.append(flavor.size)
+        # Every flavor with more than one request group has one.
+        self.assertEqual([2, 4], sizes)
