@@ -141,10 +141,15 @@ class TestNovaConfig(test.NoDBTestCase):
             validators.validate(name, value)
         mosk = [f for f in generate.generate(self.hosts, base.ALIAS).flavors
                 if f.kind == generate.DOMAIN]
+        self.assertEqual([2, 4], [f.size for f in mosk])
+        refused = []
         for flavor in mosk:
             for name, value in flavor.extra_specs.items():
                 if name == generate.ALIAS_KEY:
                     self.assertRaises(exception.ValidationError,
                                       validators.validate, name, value)
+                    refused.append(flavor.size)
                 else:
                     validators.validate(name, value)
+        # Upstream Nova refuses the named alias of each of them.
+        self.assertEqual([2, 4], refused)

@@ -19,6 +19,7 @@ import yaml
 
 from tests.functional import base as fbase
 from tests.functional import cli
+from tests.functional import writes
 
 OWNER = 'CUSTOM_OWNER_NVLINK_PLACEMENT'
 CONSUMER = 'c0ffee00-0000-4000-8000-000000000002'
@@ -315,9 +316,10 @@ class TestHostNames(CheckTestCase):
             'COMPUTE-02': hosts['compute-02']})
         topology = self.write_topology(renamed, 'fqdn.yaml')
         for argv in (('reshape', '--dry-run'), ('check',)):
-            result = self.nvlink(argv[0], '--topology', topology,
-                                 '--snapshot', fbase.H100_SNAPSHOT,
-                                 *argv[1:])
+            with writes.nothing_written(self):
+                result = self.nvlink(argv[0], '--topology', topology,
+                                     '--snapshot', fbase.H100_SNAPSHOT,
+                                     *argv[1:])
             self.assertEqual(1, result.code, result.stderr)
             self.assertIn("compute-01.example.com: no compute node resource "
                           "provider named 'compute-01.example.com' in "

@@ -23,6 +23,7 @@ from nvlink_placement.flavors import novaconfig
 from nvlink_placement.topology import loader
 from tests.functional import base as fbase
 from tests.functional import cli
+from tests.functional import writes
 
 RC = 'CUSTOM_PCI_10DE_2330'
 RST = re.compile(r'``|:[a-z]+:`')
@@ -385,7 +386,8 @@ class TestWording(base.BaseTestCase):
                                     '      - ["0000:03:00.0", '
                                     '"0000:04:00.0"]\n')
         base_args = ('--topology', topo, '--snapshot', fbase.H100_SNAPSHOT)
-        dry = cli.run(self, 'nvlink', 'reshape', '--dry-run', *base_args)
+        with writes.nothing_written(self):
+            dry = cli.run(self, 'nvlink', 'reshape', '--dry-run', *base_args)
         self.assertEqual(1, dry.code)
         self.assertIn('the plan is invalid; dry run: no changes made:\n',
                       dry.stderr)

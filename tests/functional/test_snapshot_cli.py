@@ -11,6 +11,7 @@ from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from tests.functional import base as fbase
 from tests.functional import cli
+from tests.functional import writes
 from tests import novalike
 
 PCIE = os.path.join(fbase.EXAMPLES, 'pcie-bridge-pairs.yaml')
@@ -39,9 +40,10 @@ class TestFromTopology(base.BaseTestCase):
         self.assertEqual(0, again.code, again.stderr)
         with open(out, 'rb') as f:
             self.assertEqual(first, f.read())
-        dry = cli.run(self, 'nvlink', 'reshape', '--topology',
-                      fbase.H100_TOPOLOGY, '--snapshot', out, '--dry-run',
-                      '-f', 'json')
+        with writes.nothing_written(self):
+            dry = cli.run(self, 'nvlink', 'reshape', '--topology',
+                          fbase.H100_TOPOLOGY, '--snapshot', out,
+                          '--dry-run', '-f', 'json')
         self.assertEqual(0, dry.code, dry.stderr)
         self.assertEqual(43, len(json.loads(dry.stdout)))
 

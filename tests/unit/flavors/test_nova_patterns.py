@@ -89,7 +89,11 @@ class TestNovaPatterns(base.BaseTestCase):
                 self.assertIsNotNone(re.fullmatch(RESOURCES_RE, key), key)
 
     def test_group_policy_values(self):
+        sizes = []
         for flavor in generate.generate(H100, 'h100').flavors:
             policy = flavor.extra_specs.get(generate.POLICY_KEY)
             if policy is not None:
                 self.assertIn(policy, GROUP_POLICY_VALUES)
+                sizes.append(flavor.size)
+        # Every flavor with more than one request group has one.
+        self.assertEqual([2, 4], sizes)
