@@ -47,8 +47,10 @@ class Snapshot(common.Command):
 
     Read only. Exports the trees of the given hosts, or of every tree that
     holds a Nova PCI provider (any provider with the trait
-    COMPUTE_MANAGED_PCI_DEVICE), with inventories, traits, aggregates and
-    the allocations on them. The file feeds --snapshot of the other
+    COMPUTE_MANAGED_PCI_DEVICE; from --snapshot: every tree), with
+    inventories, traits, aggregates and the allocations on them; the trees
+    left out, and consumers that lose allocations on them, are named on
+    standard error. The file feeds --snapshot of the other
     commands. Reads run in parallel (--workers), a constant number of
     requests per provider and per consumer.
 
@@ -109,17 +111,23 @@ class Snapshot(common.Command):
                 '%s only go%s with --from-topology (a snapshot of Placement '
                 'copies what is there)' % (' and '.join(given),
                                            'es' if len(given) == 1 else ''))
+        left_out = {}
         if parsed_args.from_topology:
             document = self._from_topology(parsed_args)
         elif parsed_args.snapshot:
             with common.offline(parsed_args.snapshot) as embedded:
-                document = embedded.export(parsed_args.host)
+                document = embedded.export(parsed_args.host, left_out)
         else:
             client = common.live_client(self.app, parsed_args)
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
-                progress=_progress)
+                progress=_progress, left_out=left_out)
         snapshot.write_file(document, parsed_args.output)
+        why = ('not named by --host' if parsed_args.host else
+               'without a Nova PCI provider (--host names trees to export)')
+        for line in snapshot.left_out_lines(parsed_args.output, left_out,
+                                            why):
+            self.app.stderr.write(line + '\n')
         if not parsed_args.from_topology and not parsed_args.snapshot:
             for line in snapshot.over_capacity(document, parsed_args.output):
                 LOG.warning('%s', line)

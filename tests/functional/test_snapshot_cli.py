@@ -135,9 +135,10 @@ class TestProgress(base.BaseTestCase):
             exported = snapshot_api.export(client, workers=4, progress=Bar)
         self.assertEqual(document, exported)
         # Traits listed per trait (6 in use for 18 providers), inventories,
-        # allocations of the 2 nodes and the allocated GPU, the roots'
-        # aggregates; the one consumer is read first, with no bar.
+        # allocations of the 2 nodes and the allocated GPU, the
+        # aggregates of every provider; the one consumer is read first,
+        # with no bar.
         self.assertEqual([('trait', 6), ('inventory', 18),
-                          ('allocation', 3), ('root', 2)],
+                          ('allocation', 3), ('aggregate set', 18)],
                          [(b.unit, b.total) for b in bars])
         self.assertTrue(all(b.closed and b.done == b.total for b in bars))
