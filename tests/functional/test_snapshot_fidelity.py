@@ -11,6 +11,7 @@ import json
 import os
 
 import fixtures
+from oslo_db import exception as db_exc
 from oslotest import base
 
 from nvlink_placement.placement import embedded
@@ -189,7 +190,7 @@ class TestFailedSetUp(base.BaseTestCase):
         document['resource_providers'][1]['name'] = document[
             'resource_providers'][0]['name']
         placement = embedded.EmbeddedPlacement(document)
-        self.assertRaises(Exception, placement.__enter__)
+        self.assertRaises(db_exc.DBDuplicateEntry, placement.__enter__)
         with embedded.EmbeddedPlacement(whole_cloud()) as client:
             self.assertEqual(20, len(client.get(
                 '/resource_providers')['resource_providers']))

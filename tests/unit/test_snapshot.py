@@ -242,8 +242,9 @@ class TestValidate(base.BaseTestCase):
         self.assertEqual([
             's.json: resource_providers[2].uuid: uuid %s is also '
             'resource_providers[1] (written %s there: one uuid, which '
-            'Placement stores as %s)' % (GPU.upper().replace('-', ''), GPU,
-                                          GPU)], self.problems(document))
+            'Placement stores as %s)'
+            % (GPU.upper().replace('-', ''), GPU, GPU)],
+            self.problems(document))
 
     def test_one_provider_spelled_twice_in_an_allocation(self):
         document = example()
