@@ -3,7 +3,6 @@
 import argparse
 import dataclasses
 import logging
-import re
 import shlex
 
 from keystoneauth1 import exceptions as ks_exc
@@ -19,6 +18,7 @@ from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.osc import common
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.topology import pci
 
 LOG = logging.getLogger(__name__)
 
@@ -164,13 +164,11 @@ def pci_id(text):
     resource class from them (``CUSTOM_PCI_10DE_2330``), so anything else
     would give config that matches no device.
     """
-    value = text.strip().lower()
-    if value.startswith('0x'):
-        value = value[2:]
-    if not re.match(r'^[0-9a-f]{4}$', value):
+    try:
+        return pci.normalize_id(text)
+    except ValueError:
         raise argparse.ArgumentTypeError(
             '%r is not a PCI id (4 hex digits, e.g. 10de)' % text)
-    return value
 
 
 def print_commands(flavor):

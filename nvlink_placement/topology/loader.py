@@ -353,6 +353,12 @@ class _Checker(object):
                 continue
             details = dict(value) if isinstance(value, dict) else {}
             details.pop('module_id', None)
+            for key in ('vendor_id', 'device_id'):
+                if isinstance(details.get(key), str):
+                    try:
+                        details[key] = pci.normalize_id(details[key])
+                    except ValueError as exc:
+                        self.problem(parts + [key], str(exc), src)
             gpus[address] = model.Gpu(address, _module_id(value), details)
             self.where[address] = (parts, src)
         return gpus

@@ -488,3 +488,51 @@ class TestCli(oslo_base.BaseTestCase):
                           'reason': 'one resource provider per GPU (cannot '
                                     'be turned off again)'},
                          json.loads(out)[1])
+
+
+class TestPciIdForms(oslo_base.BaseTestCase):
+    """``0x10de`` (sysfs), ``10DE`` and ``10de`` are one id everywhere."""
+
+    def topology(self, *forms):
+        with open(B200_TOPOLOGY) as f:
+            text = f.read()
+        lines = text.splitlines(True)
+        done = 0
+        for i, line in enumerate(lines):
+            if 'vendor_id: "10de"' in line:
+                vendor, device = forms[done % len(forms)]
+                lines[i] = line.replace('"10de"', '"%s"' % vendor).replace(
+                    '"2901"', '"%s"' % device)
+                done += 1
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'mixed.yaml')
+        with open(path, 'w') as f:
+            f.write(''.join(lines))
+        return path
+
+    def test_every_form_gives_novas_class_and_alias(self):
+        path = self.topology(('0x10de', '0x2901'), ('10DE', '2901'),
+                             ('10de', '0X2901'))
+        out = os.path.join(os.path.dirname(path), 's.json')
+        result = cli.run(self, 'nvlink', 'snapshot', '--from-topology', path,
+                         '-o', out)
+        self.assertEqual(0, result.code, result.stderr)
+        with open(out) as f:
+            classes = {rc for rp in json.load(f)['resource_providers']
+                       for rc in rp['inventories']}
+        self.assertEqual({'CUSTOM_PCI_10DE_2901', 'VCPU', 'MEMORY_MB',
+                          'DISK_GB'}, classes)
+        result = cli.run(self, 'nvlink', 'nova-config', '--topology', path,
+                         '--alias', 'b200', '--ini')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('alias = {"name": "b200", "vendor_id": "10de", '
+                      '"product_id": "2901"}\n', result.stdout)
+
+    def test_not_an_id_names_the_key(self):
+        path = self.topology(('0x10dex', '2901'))
+        result = cli.run(self, 'nvlink', 'topology', 'validate',
+                         '--topology', path)
+        self.assertEqual(1, result.code)
+        self.assertIn('%s: hosts.compute-b200-01.gpus["0000:17:00.0"].'
+                      "vendor_id: '0x10dex' is not a PCI id (4 hex digits, "
+                      'e.g. 10de or 0x10de)\n' % path, result.stderr)
