@@ -292,6 +292,18 @@ def _wiring(found, ids):
         if a in by_module and b in by_module})
 
 
+def _switched_links(found):
+    """NVLinks per GPU pair of a catalogue NVSwitch ``--board``.
+
+    :returns: ``(board name, count)``, or None.
+    """
+    board = found.board
+    if board is None or board.links is not None:
+        return None
+    count = topo_matrix.SWITCHED_NVLINKS.get(board.name)
+    return (found.board_name, count) if count else None
+
+
 def build_fragment(found):
     """Turn gathered sources into a topology v1 document for one host.
 
@@ -342,7 +354,8 @@ def build_fragment(found):
         addresses = [g.address for g in found.smi.gpus]
         view = topo_matrix.analyse(found.topo, addresses,
                                    bool(found.pci.nvswitches),
-                                   _wiring(found, ids), sorted(lost))
+                                   _wiring(found, ids), sorted(lost),
+                                   _switched_links(found))
         for address, reasons in view.degraded.items():
             nvlink_reasons[address].extend(reasons)
         notes.extend(view.notes)
