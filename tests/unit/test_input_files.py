@@ -17,6 +17,7 @@ from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.flavors import request
 from nvlink_placement.osc import logmask
+from nvlink_placement import redact
 from nvlink_placement.topology import loader
 from tests.functional import cli
 
@@ -456,6 +457,36 @@ class TestSecretsInLogs(FilesTest):
         self.assertTrue(hook)
         for line in hook:
             self.assertIn("'passcode': '***'", line)
+
+    def test_credentials_inside_an_endpoint_url(self):
+        # keystoneauth logs the URL in every REQ line, the error names it,
+        # and --debug prints the traceback with it.
+        for debug in ([], ['--debug']):
+            result = cli.run(self, *debug + [
+                '--os-auth-type', 'admin_token', '--os-token', 't',
+                '--os-endpoint', 'http://admin:s3cr3t@127.0.0.1:9/',
+                'nvlink', 'check', '--topology', EXAMPLE,
+                '--retry-window', '0'])
+            self.assertEqual(1, result.code)
+            self.assertNotIn('s3cr3t', result.stderr + result.stdout)
+            self.assertIn('cannot reach Placement: Unable to establish '
+                          'connection to http://admin:***@127.0.0.1:9/',
+                          result.stderr)
+            if debug:
+                self.assertIn('REQ: curl -g -i -X GET '
+                              'http://admin:***@127.0.0.1:9/',
+                              result.stderr)
+                self.assertIn('Traceback', result.stderr)
+
+    def test_url_credentials_in_text(self):
+        self.assertEqual(
+            "{'endpoint': 'http://u:***@h:8778/', 'x': 'https://***@h/'} "
+            'me@example.org http://h:80/a@b',
+            redact.url_credentials(
+                "{'endpoint': 'http://u:pw@h:8778/', 'x': 'https://tok@h/'} "
+                'me@example.org http://h:80/a@b'))
+        self.assertEqual('--os-auth-url http://u:***@k/v3',
+                         logmask.mask('--os-auth-url http://u:pw@k/v3'))
 
     def test_every_keystoneauth_secret_option(self):
         # keystoneauth marks them secret=True; osc_lib registers them all.
