@@ -367,7 +367,14 @@ def compute_nodes_without_owner(client):
 
 def _refused(request, hosts, exc):
     message = '%s: Placement refused the query: %s' % (request.flavor, exc)
-    if 'No such trait' in str(exc):
+    served = sorted({n for h in hosts for g in h.groups for n in g.sizes})
+    if 'No such trait' in str(exc) and served and (
+            request.size not in served):
+        message += (' (no NVLink domain of the topology serves %d GPUs, so '
+                    'no group trait names that size; the domains serve %s '
+                    'GPUs: give the flavor one of those sizes)'
+                    % (request.size, ', '.join(map(str, served))))
+    elif 'No such trait' in str(exc):
         message += (' (the group trait does not exist: the tree is not '
                     'reshaped; run "openstack nvlink reshape")')
     elif 'No such resource class' in str(exc):

@@ -192,3 +192,16 @@ def load_allocations(client, state, uuids):
         state.allocations[uuid] = {
             consumer: alloc['resources']
             for consumer, alloc in body['allocations'].items()}
+
+
+def node_consumers(client, uuid):
+    """Uuids of the consumers with allocations on provider ``uuid``."""
+    body = client.get('/resource_providers/%s/allocations' % uuid)
+    return set(body['allocations'])
+
+
+def consumer_allocations(client, consumer):
+    """``{rp uuid: {rc: amount}}`` of one consumer (empty: none)."""
+    body = client.get('/allocations/%s' % urllib.parse.quote(consumer))
+    return {rp: alloc['resources']
+            for rp, alloc in body.get('allocations', {}).items()}

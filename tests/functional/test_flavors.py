@@ -283,6 +283,30 @@ class TestReshapedFlavors(_FlavorCase):
         self.assertIn('HTTP 400', result.problems[0])
 
 
+class TestSizeWithoutDomain(_FlavorCase):
+    """A size no domain serves, on a reshaped tree, says so."""
+
+    def test_three_gpus_on_domains_of_two_four_and_eight(self):
+        seed_all(self.client)
+        flavor = {'name': 'gpu.h100.3x', 'vcpus': 48, 'ram': 393216,
+                  'disk': 100, 'extra_specs': {
+                      'pci_passthrough:alias': 'h100:3:_h100',
+                      'trait_nvl3:CUSTOM_PCI_GROUP3': 'required',
+                      'placement:same_subtree': '_h100-0,_h100-1,_h100-2,'
+                                                '_nvl3',
+                      'placement:group_policy': 'none'}}
+        result = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                             [flavor])['gpu.h100.3x']
+        self.assertFalse(result.ok)
+        self.assertIn('No such trait(s): CUSTOM_PCI_GROUP3',
+                      result.problems[0])
+        self.assertIn('(no NVLink domain of the topology serves 3 GPUs, so '
+                      'no group trait names that size; the domains serve '
+                      '2, 4 GPUs: give the flavor one of those sizes)',
+                      result.problems[0])
+        self.assertNotIn('not reshaped', result.problems[0])
+
+
 class TestFlatTree(_FlavorCase):
     """The same flavors before reshape: Nova's flat tree."""
 
