@@ -125,7 +125,9 @@ def main(argv=None):
     topology_path = os.path.join(tmp, 'topology.yaml')
     with open(topology_path, 'w') as f:
         yaml.safe_dump(topology_document(names), f)
-    server = placement_server.PlacementServer(snapshot=document).start()
+    # Reads only: SQLite serves several workers (doc/source/performance.rst).
+    server = placement_server.PlacementServer(
+        snapshot=document, workers=2, threads=2).start()
     try:
         client = pc.PlacementClient(server.adapter())
         topology = loader.load(topology_path)

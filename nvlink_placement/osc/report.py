@@ -39,6 +39,10 @@ def _add_common(parser):
     common.add_retry_arguments(parser)
 
 
+RESHAPED = 'reshaped'
+NOT_RESHAPED = 'not reshaped'
+
+
 def _topology(app, parsed_args):
     if not parsed_args.topology:
         return None, model.DEFAULT_TRAIT_PREFIX
@@ -53,16 +57,24 @@ class Capacity(common.Lister):
     host): fits = fully free domains of that size (a mesh, where any N GPUs
     are linked, holds free // N), GPUs free / used / reserved, and
     broken_domains = domains of that size partly taken by smaller instances
-    (fragmentation). Rows with host "total" sum the cloud. Costs two GETs
-    per GPU.
+    (fragmentation), and state: "reshaped", or "not reshaped" for a host
+    whose GPUs Placement sees flat (no NVLink group providers: only sizes
+    1 and whole-host can be counted there). Rows with host "total" sum the
+    cloud; their state counts the hosts not reshaped. Exit status 2 when
+    any host is not reshaped. Costs two GETs per GPU.
     """
 
     auth_required = False
+    exit_code = 0
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         _add_common(parser)
         return parser
+
+    def run(self, parsed_args):
+        super().run(parsed_args)
+        return self.exit_code
 
     def take_action(self, parsed_args):
         topology, prefix = _topology(self.app, parsed_args)
@@ -79,7 +91,14 @@ class Capacity(common.Lister):
                 'only sizes 1 and whole-host are listed' if topology is None
                 else 'the domain sizes (from --topology) find no candidates '
                      'yet')
-        return capacity.COLUMNS, capacity.rows(hosts)
+            self.exit_code = 2
+        total = ('%d %s not reshaped' % (len(flat), 'host' if len(flat) == 1
+                                         else 'hosts')
+                 if flat else RESHAPED)
+        return capacity.COLUMNS + ('state',), [
+            row + ((total if row[0] == 'total' else NOT_RESHAPED
+                    if row[0] in flat else RESHAPED),)
+            for row in capacity.rows(hosts)]
 
 
 class Tree(common.OwnOutput, common.TextByDefault, common.Lister):

@@ -375,9 +375,12 @@ class TestWording(base.BaseTestCase):
 
     def test_capacity_names_hosts_not_reshaped(self):
         result = cli.run(self, 'nvlink', 'capacity', '--snapshot',
-                         fbase.H100_SNAPSHOT, '-f', 'value', '-c', 'size')
-        self.assertEqual(0, result.code, result.stderr)
-        self.assertEqual('1\n8\n1\n8\n1\n8\n', result.stdout)
+                         fbase.H100_SNAPSHOT, '-f', 'value', '-c', 'size',
+                         '-c', 'state')
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual(['1 not reshaped', '8 not reshaped'] * 2 +
+                         ['1 2 hosts not reshaped', '8 2 hosts not reshaped'],
+                         result.stdout.splitlines())
         self.assertIn('2 hosts not reshaped (compute-01, compute-02): no '
                       'NVLink groups in Placement, so only sizes 1 and '
                       'whole-host are listed; run "openstack nvlink '
@@ -388,7 +391,8 @@ class TestWording(base.BaseTestCase):
                           fbase.H100_SNAPSHOT, '--save-snapshot', saved)
         self.assertEqual(0, reshape.code, reshape.stderr)
         after = cli.run(self, 'nvlink', 'capacity', '--snapshot', saved)
-        self.assertNotIn('not reshaped', after.stderr)
+        self.assertEqual(0, after.code, after.stderr)
+        self.assertNotIn('not reshaped', after.stderr + after.stdout)
 
     def test_dry_run_with_save_snapshot_is_a_usage_error(self):
         saved = os.path.join(self.tmp, 'out.json')

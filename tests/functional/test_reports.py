@@ -30,14 +30,16 @@ class TestReports(base.BaseTestCase):
         # compute-01 runs a 1-GPU instance on module 5 (pair {5,7}).
         self.assertEqual({'host': 'compute-01', 'size': 2, 'fits': 3,
                           'free_gpus': 7, 'used_gpus': 1,
-                          'reserved_gpus': 0, 'broken_domains': 1},
+                          'reserved_gpus': 0, 'broken_domains': 1,
+                          'state': 'reshaped'},
                          rows[('compute-01', 2)])
         self.assertEqual(1, rows[('compute-01', 4)]['fits'])
         self.assertEqual(0, rows[('compute-01', 8)]['fits'])
         self.assertEqual(4, rows[('compute-02', 2)]['fits'])
         self.assertEqual({'host': 'total', 'size': 4, 'fits': 3,
                           'free_gpus': 15, 'used_gpus': 1,
-                          'reserved_gpus': 0, 'broken_domains': 1},
+                          'reserved_gpus': 0, 'broken_domains': 1,
+                          'state': 'reshaped'},
                          rows[('total', 4)])
         by_topology = cli.run(self, 'nvlink', 'capacity', '--snapshot',
                               self.after, '--topology', fbase.H100_TOPOLOGY,
@@ -51,14 +53,16 @@ class TestReports(base.BaseTestCase):
                          fbase.H100_SNAPSHOT, '--topology',
                          fbase.H100_TOPOLOGY, '--host', 'compute-01',
                          '-f', 'value')
-        self.assertEqual(['compute-01 1 7 7 1 0 0',
-                          'compute-01 2 3 7 1 0 1',
-                          'compute-01 4 1 7 1 0 1',
-                          'compute-01 8 0 7 1 0 1',
-                          'total 1 7 7 1 0 0',
-                          'total 2 3 7 1 0 1',
-                          'total 4 1 7 1 0 1',
-                          'total 8 0 7 1 0 1'],
+        # The rows and the exit status say the tree is not reshaped yet.
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual(['compute-01 1 7 7 1 0 0 not reshaped',
+                          'compute-01 2 3 7 1 0 1 not reshaped',
+                          'compute-01 4 1 7 1 0 1 not reshaped',
+                          'compute-01 8 0 7 1 0 1 not reshaped',
+                          'total 1 7 7 1 0 0 1 host not reshaped',
+                          'total 2 3 7 1 0 1 1 host not reshaped',
+                          'total 4 1 7 1 0 1 1 host not reshaped',
+                          'total 8 0 7 1 0 1 1 host not reshaped'],
                          result.stdout.splitlines())
 
     def test_tree_text_and_dot(self):
