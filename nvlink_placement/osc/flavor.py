@@ -199,9 +199,11 @@ class VerifyFlavors(common.Lister):
     embedded one loaded from --snapshot, and checks
     every allocation request: all GPUs on one host of the topology, free,
     and exactly one NVLink domain of the flavor's size. Rows per flavor
-    and host: candidates, distinct valid and invalid GPU sets, and free
-    domains no candidate offers. Exits 1 on any invalid set or missing
-    domain, naming the GPUs and domains.
+    and host: candidates, distinct valid and invalid GPU sets, free
+    domains no candidate offers, and status: "ok", "not reshaped" (the
+    query names a group trait Placement does not have yet), or "problem"
+    (the messages on standard error say which). Exits 1 on any invalid
+    set, missing domain or problem, naming the GPUs and domains.
     """
 
     auth_required = False
@@ -327,8 +329,9 @@ class VerifyFlavors(common.Lister):
             for problem in result.problems:
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
-        return _long_columns(parsed_args, 'query', verify.COLUMNS,
-                             [row for r in results for row in r.rows()])
+        return _long_columns(parsed_args, 'query', verify.COLUMNS + (
+            'status',), [row + (_status(r, row),)
+                         for r in results for row in r.rows()])
 
     def _detect(self, parsed_args, client):
         """The query shape for the live cloud (see :func:`release.choose`).
@@ -353,6 +356,15 @@ class VerifyFlavors(common.Lister):
         nova = release.choose(parsed_args.nova_release,
                               parsed_args.owner_filter, microversion, nodes)
         return dataclasses.replace(nova, source=nova.source + note)
+
+
+def _status(result, row):
+    """The status column of one ``flavor verify`` row."""
+    if any('the tree is not reshaped' in p for p in result.problems):
+        return 'not reshaped'
+    if result.problems or row[4] or row[5]:
+        return 'problem'
+    return 'ok'
 
 
 def _long_columns(parsed_args, column, names, rows):

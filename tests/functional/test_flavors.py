@@ -403,6 +403,23 @@ class TestCli(oslo_base.BaseTestCase):
             for size, candidates, valid in ((1, 8, 8), (2, 8, 4),
                                             (4, 48, 2))], json.loads(out))
 
+    def test_rows_say_the_tree_is_not_reshaped(self):
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '1,2', '-f', 'json')
+        flavors = self.write('flavors.json', out)
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'verify', '--snapshot', base.H100_SNAPSHOT,
+            '--topology', base.H100_TOPOLOGY, '--flavors', flavors,
+            '--resource-class', H100_RC, '-f', 'value', '-c', 'flavor',
+            '-c', 'host', '-c', 'status')
+        self.assertEqual(1, code, err)
+        self.assertEqual(['gpu.h100.1x compute-01 ok',
+                          'gpu.h100.1x compute-02 ok',
+                          'gpu.h100.2x compute-01 not reshaped',
+                          'gpu.h100.2x compute-02 not reshaped'],
+                         out.splitlines())
+
     def test_example_snapshot_with_the_nova_34_query(self):
         reshaped = os.path.join(self.useFixture(fixtures.TempDir()).path,
                                 'reshaped.json')
