@@ -307,7 +307,9 @@ class Check(_PlanCommand):
             else (),
             global_options=tuple(
                 arg for d in common.gpus_file_dirs(self.app)
-                for arg in ('--os-nvlink-gpus-file-dir', d)))
+                for arg in ('--os-nvlink-gpus-file-dir', d)),
+            snapshot=(os.path.abspath(parsed_args.snapshot)
+                      if parsed_args.snapshot else None))
         drift = result.actions + result.findings
         found['hosts'] = sorted(names | set(found.get('outside', ())))
         found['rows'] = [(a.host, a.drift) for a in drift]

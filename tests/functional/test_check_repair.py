@@ -17,6 +17,7 @@ from oslotest import base
 from prometheus_client import parser as prom_parser
 import yaml
 
+from nvlink_placement.plan import repair
 from tests.functional import base as fbase
 from tests.functional import cli
 
@@ -61,6 +62,18 @@ class CheckTestCase(base.BaseTestCase):
                              '--snapshot', snapshot_path, '-f', 'json',
                              *more)
         rows = json.loads(result.stdout) if result.stdout.strip() else []
+        # Every command acts on the checked snapshot, never the live cloud;
+        # the tests below compare the rest of it.
+        tail = ' ' + shlex.join([
+            '--snapshot', os.path.abspath(snapshot_path), '--save-snapshot',
+            repair.repaired_path(os.path.abspath(snapshot_path))])
+        for row in rows:
+            if tail in row['repair']:
+                row['repair'] = row['repair'].replace(tail, '')
+            else:
+                self.assertTrue(row['repair'].startswith(repair.MANUAL) and
+                                'openstack nvlink' not in row['repair'],
+                                row['repair'])
         return result, rows
 
     def run_repair(self, command, snapshot_path):
@@ -100,6 +113,25 @@ class CheckTestCase(base.BaseTestCase):
 def _provider(document, name):
     return next(p for p in document['resource_providers']
                 if p['name'] == name)
+
+
+class TestRepairActsOnTheSnapshot(CheckTestCase):
+
+    def test_pasted_command_writes_next_to_the_snapshot(self):
+        flat = self.path('prod.json')
+        shutil.copy(fbase.H100_SNAPSHOT, flat)
+        result = self.nvlink('check', '--topology', self.topology,
+                             '--snapshot', flat, '-f', 'value', '-c',
+                             'repair')
+        self.assertEqual(2, result.code, result.stderr)
+        command = result.stdout.splitlines()[0]
+        self.assertIn(shlex.join(['--snapshot', flat, '--save-snapshot',
+                                  self.path('prod.repaired.json')]), command)
+        argv = shlex.split(command)
+        self.assertEqual(0, cli.run(self, *argv[1:]).code)
+        with open(fbase.H100_SNAPSHOT, 'rb') as f, open(flat, 'rb') as g:
+            self.assertEqual(f.read(), g.read())
+        self.assertTrue(os.path.exists(self.path('prod.repaired.json')))
 
 
 class TestRepairEveryDrift(CheckTestCase):
