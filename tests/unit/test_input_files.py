@@ -256,6 +256,17 @@ class TestClearMessages(FilesTest):
              'UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8' % path],
             self.problems(path))
 
+    def test_a_directory_is_named_as_one(self):
+        for option in ('--topology', '--flavors'):
+            argv = ['nvlink', 'flavor', 'verify', '--topology', EXAMPLE,
+                    '--snapshot', SNAPSHOT, '--flavors', self.dir]
+            if option == '--topology':
+                argv[4] = self.dir
+            result = self.openstack(*argv)
+            self.assertEqual(
+                (1, '%s: is a directory, not a file\n' % self.dir),
+                (result.code, result.stderr), option)
+
     def test_deep_nesting(self):
         path = self.write('t.yaml', 'version: 1\nhosts: ' + '[' * 200 +
                           ']' * 200 + '\n')
