@@ -17,6 +17,7 @@ from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.osc import common
+from nvlink_placement.osc import snapshot as snapshot_cmd
 from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.topology import pci
 
@@ -237,6 +238,7 @@ class VerifyFlavors(common.Lister):
                                  'a JSON/YAML list (default: from the '
                                  'topology).')
         parser.add_argument('--resource-class', metavar='RC',
+                            type=snapshot_cmd.resource_class_option,
                             help='The GPUs\' resource class when the '
                                  'topology has none and there is no '
                                  '--alias-config.')
@@ -415,6 +417,7 @@ class NovaConfig(common.OwnOutput, common.Lister):
                             help='PCI product id when the topology has none '
                                  '(4 hex digits, e.g. 2330).')
         parser.add_argument('--resource-class', metavar='RC',
+                            type=snapshot_cmd.resource_class_option,
                             help='A resource_class tag for device_spec and '
                                  'alias (default: CUSTOM_PCI_<VENDOR>_'
                                  '<PRODUCT>).')

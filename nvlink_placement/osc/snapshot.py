@@ -1,7 +1,9 @@
 """``openstack nvlink snapshot``: export Placement state (read only), or
 write the flat tree Nova would report for a topology."""
 
+import argparse
 import logging
+import re
 
 import os_resource_classes
 
@@ -32,6 +34,27 @@ def nova_resource_class(name):
             os_resource_classes.is_custom(name)):
         return name
     return os_resource_classes.normalize_name(name)
+
+
+_RC_NAME = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
+
+
+def resource_class_option(text):
+    """argparse type of ``--resource-class``: a name Nova can report.
+
+    The value is kept as given; it must give a resource class once Nova
+    normalizes it (:func:`nova_resource_class`): ``custom_x y`` stays
+    ``CUSTOM_X Y``, which Placement refuses, and ``CUSTOM_`` is no name.
+    A bad value is a usage error naming the option, not problems in a
+    file.
+    """
+    name = nova_resource_class(text) if text.strip() else ''
+    if name in os_resource_classes.STANDARDS or _RC_NAME.match(name):
+        return text
+    raise argparse.ArgumentTypeError(
+        '%r is not a resource class: Nova makes it %r; give a standard one '
+        'or CUSTOM_ and then A-Z, 0-9, _ (e.g. CUSTOM_PCI_10DE_2330)'
+        % (text, name))
 
 
 def _progress(total, unit):
@@ -89,7 +112,7 @@ class Snapshot(common.Command):
                  'this topology file instead of reading Placement.')
         group = parser.add_argument_group('with --from-topology')
         group.add_argument(
-            '--resource-class', metavar='RC',
+            '--resource-class', metavar='RC', type=resource_class_option,
             help="Resource class of GPUs whose topology entry has no "
                  "'resource_class' (nor vendor_id and device_id), "
                  "normalized as Nova does, e.g. CUSTOM_PCI_10DE_2330.")

@@ -65,6 +65,22 @@ class TestFromTopology(base.BaseTestCase):
         self.assertEqual(64, document['resource_providers'][0][
             'inventories']['VCPU']['total'])
 
+    def test_bad_resource_class_names_the_option(self):
+        out = os.path.join(self.tmp, 'x.json')
+        for command in (['snapshot', '--from-topology', fbase.H100_TOPOLOGY,
+                         '-o', out],
+                        ['flavor', 'verify', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--flavors', out]):
+            result = cli.run(self, 'nvlink', *command + [
+                '--resource-class', 'custom_x y'])
+            self.assertEqual(3, result.code)
+            self.assertIn("error: argument --resource-class: 'custom_x y' is "
+                          "not a resource class: Nova makes it 'CUSTOM_X Y'",
+                          result.stderr)
+            self.assertNotIn(fbase.H100_TOPOLOGY + ':', result.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_sizes_must_be_positive(self):
         result = cli.run(self, 'nvlink', 'snapshot', '--from-topology',
                          fbase.H100_TOPOLOGY, '--resource-class', 'X',
