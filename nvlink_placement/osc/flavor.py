@@ -221,8 +221,9 @@ class VerifyFlavors(common.Lister):
         parser.add_argument('--flavor', metavar='NAME', action='append',
                             default=[],
                             help='A flavor of the compute API (repeatable; '
-                                 'needs the cloud, also with --snapshot: '
-                                 'offline, give --flavors FILE).')
+                                 'needs the cloud, also with --snapshot), '
+                                 'or, with --flavors FILE, the flavor of '
+                                 'that name in the file.')
         parser.add_argument('--host', metavar='HOST', action='append',
                             default=[],
                             help='Only the candidates and domains of this '
@@ -284,7 +285,17 @@ class VerifyFlavors(common.Lister):
         _, hosts = _hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
-        if parsed_args.flavor:
+        if parsed_args.flavor and flavors:
+            # --flavor NAME selects from --flavors FILE: no cloud needed.
+            listed = {f['name'] for f in flavors}
+            unknown = [n for n in parsed_args.flavor if n not in listed]
+            if unknown:
+                raise errors.NvlinkError(
+                    'no flavor %s in %s (it has: %s)' % (
+                        ', '.join(unknown), ', '.join(parsed_args.flavors),
+                        ', '.join(sorted(listed))))
+            flavors = [f for f in flavors if f['name'] in parsed_args.flavor]
+        elif parsed_args.flavor:
             connection = common.authenticate(
                 self.app, 'compute API',
                 '--flavor NAME reads the flavor from Nova%s; offline, give '

@@ -403,6 +403,24 @@ class TestCli(oslo_base.BaseTestCase):
             for size, candidates, valid in ((1, 8, 8), (2, 8, 4),
                                             (4, 48, 2))], json.loads(out))
 
+    def test_flavor_name_selects_from_the_file(self):
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '1,2', '-f', 'json')
+        flavors = self.write('flavors.json', out)
+        verify = ('nvlink', 'flavor', 'verify', '--snapshot',
+                  base.H100_SNAPSHOT, '--topology', base.H100_TOPOLOGY,
+                  '--flavors', flavors, '--resource-class', H100_RC)
+        code, out, err = self.openstack(*verify + (
+            '--flavor', 'gpu.h100.1x', '-f', 'value', '-c', 'flavor'))
+        self.assertEqual(0, code, err)
+        self.assertEqual(['gpu.h100.1x'] * 2, out.splitlines())
+        code, out, err = self.openstack(*verify + ('--flavor', 'gpu.x'))
+        self.assertEqual(1, code)
+        self.assertIn('no flavor gpu.x in %s (it has: gpu.h100.1x, '
+                      'gpu.h100.2x)' % flavors, err)
+        self.assertNotIn('credentials', err)
+
     def test_rows_say_the_tree_is_not_reshaped(self):
         code, out, err = self.openstack(
             'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
