@@ -312,7 +312,11 @@ class Check(_PlanCommand):
                       if parsed_args.snapshot else None))
         drift = result.actions + result.findings
         found['hosts'] = sorted(names | set(found.get('outside', ())))
-        found['rows'] = [(a.host, a.drift) for a in drift]
+        # What an operator counts: a missing group is one drift, though it
+        # takes two rows (create the provider, set its traits).
+        found['rows'] = [(h, d) for h, d, _ in dict.fromkeys(
+            (a.host, a.drift, a.provider if a.drift == act.MISSING_GROUP
+             else id(a)) for a in drift)]
         return [a.check_row(repair.text(a, context)) for a in drift]
 
     def write_metrics(self, parsed_args, started, found, success):

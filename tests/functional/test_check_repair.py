@@ -134,6 +134,27 @@ class TestRepairActsOnTheSnapshot(CheckTestCase):
         self.assertTrue(os.path.exists(self.path('prod.repaired.json')))
 
 
+class TestMissingGroupCount(CheckTestCase):
+
+    def test_a_missing_group_counts_once(self):
+        # A flat H100 host misses 6 group providers: 12 rows (create, set
+        # traits), 6 in the metric.
+        prom = self.path('nvlink.prom')
+        result, rows = self.check(fbase.H100_SNAPSHOT, '--host', 'compute-01',
+                                  '--prometheus-textfile', prom)
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual(12, sum(r['drift'] == 'missing-group'
+                                 for r in rows))
+        m = _metrics(prom)
+        self.assertEqual(6, m[('nvlink_placement_drift',
+                               ('kind', 'missing-group'))])
+        self.assertEqual(6, m[('nvlink_placement_host_drift',
+                               ('host', 'compute-01'),
+                               ('kind', 'missing-group'))])
+        self.assertEqual(8, m[('nvlink_placement_drift',
+                               ('kind', 'wrong-parent'))])
+
+
 class TestRepairEveryDrift(CheckTestCase):
 
     def test_flat_cloud_missing_group_trait_wrong_parent(self):
