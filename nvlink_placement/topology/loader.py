@@ -323,10 +323,15 @@ class _Checker(object):
         try:
             return catalog.get(name)
         except KeyError:
-            self.problem(at, 'unknown board %s; defined boards: %s; '
-                         'built-in: %s' % (documents.short(name),
-                                           sorted(boards) or 'none',
-                                           ', '.join(catalog.names())))
+            known = sorted(boards) + catalog.names()
+            close = difflib.get_close_matches(str(name), known, n=3,
+                                              cutoff=0.6)
+            self.problem(at, 'unknown board %s; %s' % (
+                documents.short(name),
+                'did you mean %s?' % ' or '.join(close) if close else
+                'boards defined in the file: %s; built-in: %s' % (
+                    ', '.join(sorted(boards)) or 'none',
+                    ', '.join(catalog.names()))))
             return None
 
     def gpus(self, name, spec):
@@ -496,6 +501,17 @@ class _Checker(object):
                              src)
             else:
                 by_module[gpu.module_id] = address
+        missing = [m for m in board.gpus if m not in by_module]
+        if by_module and missing and len(by_module) == len(gpus):
+            self.problem(
+                ['hosts', name, 'gpus_file' if 'gpus_file' in spec else
+                 'gpus'],
+                'board %s has %d GPUs, %d are listed: modules %s are '
+                'missing; list every GPU of the board (one not to use with '
+                'excluded: REASON, an unhealthy one with its health) so '
+                'that its domains are whole' % (
+                    board.name, len(board.gpus), len(by_module),
+                    ', '.join(map(str, missing))))
         return [model.Domain(tuple(by_module[m] for m in group
                                    if m in by_module),
                              len(group), 'board', (0, min(group)),

@@ -144,8 +144,25 @@ class TestLoader(base.BaseTestCase):
     def test_unknown_board(self):
         found = self.problems(H100.replace('hgx-h100-8gpu', 'hgx-z1'))
         self.assertEqual('F: hosts.compute-01.board', found[0][0])
-        self.assertIn("unknown board 'hgx-z1'", found[0][1])
+        self.assertIn("unknown board 'hgx-z1'; boards defined in the file: "
+                      "none; built-in: ", found[0][1])
         self.assertIn('hgx-b200-8gpu', found[0][1])
+        # A near name: the nearest, not the whole catalogue.
+        found = self.problems(H100.replace('hgx-h100-8gpu', 'hgx-h100-8gp'))
+        self.assertEqual([('F: hosts.compute-01.board',
+                           "unknown board 'hgx-h100-8gp'; did you mean "
+                           "hgx-h100-8gpu or hgx-h800-8gpu or "
+                           "hgx-h200-8gpu?")], found[:1])
+
+    def test_board_host_listing_some_of_its_gpus(self):
+        text = ('version: 1\nhosts:\n  h:\n    board: hgx-h100-8gpu\n'
+                '    gpus:\n      "0000:19:00.0": 1\n'
+                '      "0000:3b:00.0": 2\n      "0000:4c:00.0": 5\n')
+        self.assertEqual([(
+            'F: hosts.h.gpus', 'board hgx-h100-8gpu has 8 GPUs, 3 are listed:'
+            ' modules 3, 4, 6, 7, 8 are missing; list every GPU of the board '
+            '(one not to use with excluded: REASON, an unhealthy one with its'
+            ' health) so that its domains are whole')], self.problems(text))
 
     def test_crossing_groups(self):
         found = self.problems(

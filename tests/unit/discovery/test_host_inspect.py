@@ -740,6 +740,7 @@ class TestHostSideImports(base.BaseTestCase):
             ours = ('nvlink_placement.cmd.', 'nvlink_placement.discovery.',
                     'nvlink_placement.hook')
             allowed = {'nvlink_placement', 'nvlink_placement.errors',
+                       'nvlink_placement.redact',
                        'nvlink_placement.documents',
                        'nvlink_placement.topology',
                        'nvlink_placement.topology.pci',

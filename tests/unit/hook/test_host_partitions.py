@@ -201,6 +201,7 @@ class TestHookImports(base.BaseTestCase):
             import nvlink_placement.cmd.partition_hook
             allowed = ('nvlink_placement.hook', 'nvlink_placement.cmd',
                        'nvlink_placement.discovery', 'nvlink_placement.errors',
+                       'nvlink_placement.redact',
                        'nvlink_placement.documents',
                        'nvlink_placement.helptext',
                        'nvlink_placement.topology.pci',
