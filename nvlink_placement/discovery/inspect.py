@@ -87,6 +87,11 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
     if not use_fm and (fm_address or fm_socket or fm_library or fmpm_json):
         raise errors.NvlinkError('--no-fm contradicts the other Fabric '
                                  'Manager options')
+    if topo_matrix_file and not nvidia_smi_q:
+        # Said before sysfs is read: no other source can help this one.
+        raise errors.NvlinkError(
+            '%s numbers GPUs by NVML index; only `nvidia-smi -q` maps them '
+            'to PCI addresses: give --nvidia-smi-q too' % topo_matrix_file)
     found = HostSources(hostname, sysfs.scan(sysfs_root))
     if board is not None:
         try:

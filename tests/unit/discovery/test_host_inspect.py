@@ -213,6 +213,15 @@ class TestFabricManagerSources(HostInspectTest):
             'but the matrix has no NVLink between {0000:18:00.0, '
             '0000:2a:00.0} and {0000:3a:00.0, 0000:5d:00.0}' % topo, message)
 
+    def test_topo_matrix_needs_the_query_before_anything_else(self):
+        topo = self.write('topo.txt', 'x\n')
+        code, out, err = self.run_main('--topo-matrix', topo, '--no-fm',
+                                       '--sysfs-root', '/nonexistent')
+        self.assertEqual(
+            (1, 'nvlink-host-inspect: error: %s numbers GPUs by NVML index; '
+                'only `nvidia-smi -q` maps them to PCI addresses: give '
+                '--nvidia-smi-q too\n' % topo), (code, err))
+
     def test_nvswitch_board_without_nvlink_is_not_healthy(self):
         # Every pair SYS on an HGX H100 (NVSwitches in sysfs): judged
         # against the board's NV18, every GPU is degraded.
