@@ -36,6 +36,10 @@ def nova_resource_class(name):
     return os_resource_classes.normalize_name(name)
 
 
+#: What to do without a cloud: a snapshot of a snapshot is rarely meant.
+FROM_HINT = ('to write the trees Nova would report for a topology without '
+             'a cloud, give --from-topology FILE; --snapshot FILE exports '
+             'from a snapshot file')
 _RC_NAME = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
 
 
@@ -141,7 +145,7 @@ class Snapshot(common.Command):
             with common.offline(parsed_args.snapshot) as embedded:
                 document = embedded.export(parsed_args.host, left_out)
         else:
-            client = common.live_client(self.app, parsed_args)
+            client = common.live_client(self.app, parsed_args, FROM_HINT)
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress, left_out=left_out)

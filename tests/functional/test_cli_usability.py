@@ -68,6 +68,16 @@ class TestLiveModeErrors(base.BaseTestCase):
                       '--snapshot FILE', result.stderr)
         self.assertNotIn('Traceback', result.stderr)
 
+    def test_snapshot_without_credentials_names_from_topology(self):
+        self.useFixture(fixtures.EnvironmentVariable(
+            'OS_CLIENT_CONFIG_FILE', '/nonexistent/clouds.yaml'))
+        result = cli.run(self, 'nvlink', 'snapshot', '-o', 'x.json')
+        self.assertEqual(1, result.code)
+        self.assertIn('options; to write the trees Nova would report for a '
+                      'topology without a cloud, give --from-topology FILE; '
+                      '--snapshot FILE exports from a snapshot file',
+                      result.stderr)
+
     def test_flavor_by_name_with_snapshot(self):
         result = cli.run(self, 'nvlink', 'flavor', 'verify', '--flavor',
                          'gpu.h100.2x', '--topology', fbase.H100_TOPOLOGY,
