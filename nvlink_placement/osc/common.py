@@ -527,9 +527,10 @@ def placement(app, parsed_args):
 
 def snapshot_written(path, document):
     """The line saying a snapshot file was written, and what it holds."""
-    return '%s: %d resource providers, %d consumers\n' % (
-        path, len(document['resource_providers']),
-        len(document['allocations']))
+    return '%s: %s, %s\n' % (
+        path, plural(len(document['resource_providers']),
+                     'resource provider'),
+        plural(len(document['allocations']), 'consumer'))
 
 
 @contextlib.contextmanager

@@ -97,10 +97,22 @@ class _PlanCommand(common.Lister):
             report_retries(client)
         warn_findings(result.findings)
         shown = result.written() if result.applied else result.actions
+        hosts_touched = common.plural(
+            len({a.host for a in shown if a.host}), 'host')
         if not result.actions:
             self.app.stderr.write('nothing to do: Placement already matches\n')
-        elif (parsed_args.snapshot and not parsed_args.dry_run and
-                not parsed_args.save_snapshot):
+        elif parsed_args.dry_run:
+            self.app.stderr.write('dry run: %s planned on %s; nothing '
+                                  'written\n' % (common.plural(
+                                      len(shown), 'write'), hosts_touched))
+        else:
+            self.app.stderr.write('%s: %s made on %s%s\n' % (
+                self.cmd_name.split()[-1], common.plural(len(shown), 'write'),
+                hosts_touched, '; %s failed' % common.plural(
+                    len(result.failures), 'host')
+                if result.failures else ''))
+        if (result.actions and parsed_args.snapshot and
+                not parsed_args.dry_run and not parsed_args.save_snapshot):
             self.app.stderr.write('applied to the embedded Placement only; '
                                   'add --save-snapshot OUT to keep the '
                                   'result\n')

@@ -158,7 +158,8 @@ class Snapshot(common.Command):
         if not parsed_args.from_topology and not parsed_args.snapshot:
             for line in snapshot.over_capacity(document, parsed_args.output):
                 LOG.warning('%s', line)
-        self.app.stdout.write(common.snapshot_written(parsed_args.output,
+        # On standard error, as reshape and flatten say --save-snapshot.
+        self.app.stderr.write(common.snapshot_written(parsed_args.output,
                                                       document))
 
     def _from_topology(self, parsed_args):

@@ -54,6 +54,29 @@ class _Html404(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class TestSummaryLines(base.BaseTestCase):
+    """reshape and flatten end with what they wrote, or would write."""
+
+    def test_dry_run_apply_and_flatten(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        args = ('--topology', fbase.H100_TOPOLOGY, '--snapshot',
+                fbase.H100_SNAPSHOT, '-f', 'value', '-c', 'action')
+        dry = cli.run(self, 'nvlink', 'reshape', '--dry-run', *args)
+        self.assertEqual(0, dry.code, dry.stderr)
+        self.assertIn('dry run: 43 writes planned on 2 hosts; nothing '
+                      'written\n', dry.stderr)
+        saved = os.path.join(tmp, 'after.json')
+        applied = cli.run(self, 'nvlink', 'reshape', '--save-snapshot',
+                          saved, *args)
+        self.assertIn('reshape: 43 writes made on 2 hosts\n',
+                      applied.stderr)
+        self.assertIn('%s: 30 resource providers, 1 consumer\n' % saved,
+                      applied.stderr)
+        flat = cli.run(self, 'nvlink', 'flatten', '--snapshot', saved,
+                       '--host', 'compute-01', '-f', 'value')
+        self.assertIn('flatten: 14 writes made on 1 host\n', flat.stderr)
+
+
 class TestLiveModeErrors(base.BaseTestCase):
 
     def test_no_credentials_names_snapshot(self):
@@ -662,7 +685,7 @@ class TestNewcomerTrial(base.BaseTestCase):
                          fbase.H100_SNAPSHOT, '--save-snapshot', out,
                          '-f', 'value', '-c', 'action')
         self.assertEqual(0, result.code, result.stderr)
-        self.assertIn('%s: 30 resource providers, 1 consumers\n' % out,
+        self.assertIn('%s: 30 resource providers, 1 consumer\n' % out,
                       result.stderr)
         with open(out) as f:
             self.assertEqual(30, len(json.load(f)['resource_providers']))

@@ -29,8 +29,8 @@ class TestFromTopology(base.BaseTestCase):
                        fbase.H100_TOPOLOGY, '--resource-class',
                        'CUSTOM_PCI_10DE_2330', '-o', out)
         self.assertEqual(0, made.code, made.stderr)
-        self.assertEqual('%s: 18 resource providers, 0 consumers\n' % out,
-                         made.stdout)
+        self.assertEqual(('', '%s: 18 resource providers, 0 consumers\n'
+                          % out), (made.stdout, made.stderr))
         with open(out, 'rb') as f:
             first = f.read()
         again = cli.run(self, 'nvlink', 'snapshot', '--from-topology',
@@ -94,8 +94,9 @@ class TestFromTopology(base.BaseTestCase):
                          fbase.H100_SNAPSHOT, '--host', 'compute-01', '-o',
                          out)
         self.assertEqual(0, result.code, result.stderr)
-        self.assertEqual('%s: 9 resource providers, 1 consumers\n' % out,
-                         result.stdout)
+        self.assertEqual('', result.stdout)
+        self.assertIn('%s: 9 resource providers, 1 consumer\n' % out,
+                      result.stderr)
         unknown = cli.run(self, 'nvlink', 'snapshot', '--snapshot',
                           fbase.H100_SNAPSHOT, '--host', 'compute-09', '-o',
                           out)
