@@ -176,6 +176,17 @@ class _PlainHelpFormatter(cliff_argparse.SmartHelpFormatter):
         return super()._format_text(helptext.plain(text))
 
 
+def positive_int(text):
+    """argparse type: a whole number of at least 1 (``--workers``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not a whole number' % text)
+    if value < 1:
+        raise argparse.ArgumentTypeError('%d: at least 1' % value)
+    return value
+
+
 def plural(count, noun, nouns=None):
     """``1 host``, ``2 hosts``, ``0 hosts``."""
     return '%d %s' % (count, noun if count == 1 else nouns or noun + 's')
@@ -516,6 +527,11 @@ def placement(app, parsed_args):
         raise errors.UsageError('--save-snapshot needs --snapshot (a live '
                                 'cloud is exported with "openstack nvlink '
                                 'snapshot")')
+    if save and os.path.exists(save) and os.path.exists(path) and \
+            os.path.samefile(save, path):
+        raise errors.UsageError(
+            '--save-snapshot %s is the --snapshot input: give another file, '
+            'so that the input stays what was read' % save)
     if not path:
         yield live_client(app, parsed_args)
         return

@@ -54,7 +54,8 @@ def add_apply_arguments(parser):
     exclusive = parser.add_mutually_exclusive_group()
     exclusive.add_argument('--dry-run', action='store_true',
                            help='Print the actions, write nothing.')
-    parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
+    parser.add_argument('--workers', type=common.positive_int,
+                        default=DEFAULT_WORKERS,
                         metavar='N',
                         help='Hosts applied in parallel (default %d).'
                              % DEFAULT_WORKERS)

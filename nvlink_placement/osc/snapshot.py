@@ -97,7 +97,8 @@ class Snapshot(common.Command):
                             default=[], help='Compute host (repeatable).')
         parser.add_argument('-o', '--output', metavar='FILE', required=True,
                             help='Snapshot file to write (JSON).')
-        parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
+        parser.add_argument('--workers', type=common.positive_int,
+                            default=DEFAULT_WORKERS,
                             metavar='N',
                             help='Reads in flight at once against a live '
                                  'cloud (default %d). About what Placement '

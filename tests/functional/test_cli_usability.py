@@ -77,6 +77,46 @@ class TestSummaryLines(base.BaseTestCase):
         self.assertIn('flatten: 14 writes made on 1 host\n', flat.stderr)
 
 
+class TestOptionValues(base.BaseTestCase):
+
+    def test_workers_at_least_one(self):
+        for command in (['reshape', '--topology', fbase.H100_TOPOLOGY,
+                         '--snapshot', fbase.H100_SNAPSHOT, '--dry-run'],
+                        ['snapshot', '-o', 'x.json']):
+            result = cli.run(self, 'nvlink', *command + ['--workers', '0'])
+            self.assertEqual(3, result.code, command)
+            self.assertIn('argument --workers: 0: at least 1', result.stderr)
+
+    def test_save_snapshot_is_not_the_input(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'prod.json')
+        with open(fbase.H100_SNAPSHOT) as f, open(path, 'w') as g:
+            g.write(f.read())
+        before = os.path.getmtime(path)
+        result = cli.run(self, 'nvlink', 'reshape', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot', path,
+                         '--save-snapshot', path)
+        self.assertEqual(3, result.code)
+        self.assertIn('--save-snapshot %s is the --snapshot input: give '
+                      'another file' % path, result.stderr)
+        self.assertEqual(before, os.path.getmtime(path))
+
+    def test_flavor_without_disk(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'f.json')
+        with open(path, 'w') as f:
+            json.dump([{'name': 'f', 'vcpus': 1, 'ram': 1, 'extra_specs': {
+                'pci_passthrough:alias': 'h100:2'}}], f)
+        result = cli.run(self, 'nvlink', 'flavor', 'verify', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--flavors', path,
+                         '--resource-class', 'CUSTOM_PCI_10DE_2330')
+        self.assertEqual(1, result.code)
+        self.assertEqual('%s: flavor f: disk is missing (a non-negative '
+                         'integer, as in "openstack flavor show")\n' % path,
+                         result.stderr)
+
+
 class TestLiveModeErrors(base.BaseTestCase):
 
     def test_no_credentials_names_snapshot(self):
