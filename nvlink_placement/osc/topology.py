@@ -73,6 +73,8 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
             self.exit_code = 1
             return VALIDATE_FIELDS, (path, False, None, None, None,
                                      str(exc).splitlines())
+        for line in partial_boards(topology):
+            self.app.stderr.write(line + '\n')
         groups = sum(len(h.groups) for h in topology.hosts.values())
         gpus = sum(len(h.gpus) for h in topology.hosts.values())
         self.summary = '%s: valid: %s, %s, %s\n' % (
@@ -86,6 +88,31 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
             self.app.stdout.write(self.summary)
             return 0
         return super().produce_output(parsed_args, column_names, data)
+
+
+def partial_boards(topology):
+    """Notes for hosts that list only some GPUs of their catalogue board.
+
+    Such a file is valid (host inspection may miss a GPU: ``check`` then
+    reports the GPU Nova has as ``unknown-gpu``), but worth a word.
+    """
+    from nvlink_placement.topology import boards
+    lines = []
+    for host in topology.hosts.values():
+        if host.board is None or host.board not in boards.names():
+            continue
+        board = boards.get(host.board)
+        listed = {g.module_id for g in host.gpus.values()}
+        missing = [m for m in board.gpus if m not in listed]
+        if missing and listed:
+            lines.append(
+                '%s: host %s lists %d of the %d GPUs of board %s (modules %s '
+                'missing): their domains are partial, and a GPU Nova reports '
+                'there that the file does not list is drift (unknown-gpu)'
+                % (topology.source, host.name, len(board.gpus) -
+                   len(missing), len(board.gpus), board.name,
+                   ', '.join(map(str, missing))))
+    return lines
 
 
 class ShowTopology(common.Lister):

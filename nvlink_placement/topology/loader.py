@@ -501,17 +501,6 @@ class _Checker(object):
                              src)
             else:
                 by_module[gpu.module_id] = address
-        missing = [m for m in board.gpus if m not in by_module]
-        if by_module and missing and len(by_module) == len(gpus):
-            self.problem(
-                ['hosts', name, 'gpus_file' if 'gpus_file' in spec else
-                 'gpus'],
-                'board %s has %d GPUs, %d are listed: modules %s are '
-                'missing; list every GPU of the board (one not to use with '
-                'excluded: REASON, an unhealthy one with its health) so '
-                'that its domains are whole' % (
-                    board.name, len(board.gpus), len(by_module),
-                    ', '.join(map(str, missing))))
         return [model.Domain(tuple(by_module[m] for m in group
                                    if m in by_module),
                              len(group), 'board', (0, min(group)),

@@ -344,10 +344,11 @@ class TestFormats(base.BaseTestCase):
         self.assertEqual(0, result.code, result.stderr)
         lines = result.stdout.splitlines()
         self.assertEqual('| flavor      | host       | candidates | '
-                         'valid_sets | invalid_sets | missing_sets |',
+                         'valid_sets | invalid_sets | missing_sets | status |',
                          lines[1])
         self.assertEqual('| gpu.h100.1x | compute-02 |          8 |'
-                         '          8 |            0 |            0 |',
+                         '          8 |            0 |            0 | '
+                         'ok     |',
                          lines[3])
         self.assertEqual(5, len(lines))
         query = cli.run(self, *args + ('-f', 'value', '-c', 'query'))

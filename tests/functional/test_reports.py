@@ -110,9 +110,11 @@ class TestReports(base.BaseTestCase):
         kinds = sorted({(r['host'], r['drift'], r['repair']) for r in rows})
         # The dropped host's groups: flatten repairs them (its GPUs, flat
         # again after it, are not drift: the topology does not list them).
-        self.assertEqual([('compute-02', 'unexpected-group',
-                           'openstack nvlink flatten --host compute-02'),
-                          ('compute-02', 'wrong-parent',
-                           'openstack nvlink flatten --host compute-02')],
+        # The repair acts on the checked snapshot (a new file next to it).
+        flatten = ('openstack nvlink flatten --host compute-02 --snapshot %s '
+                   '--save-snapshot %s' % (self.after, self.after.replace(
+                       '.json', '.repaired.json')))
+        self.assertEqual([('compute-02', 'unexpected-group', flatten),
+                          ('compute-02', 'wrong-parent', flatten)],
                          kinds)
         self.assertEqual(6 + 8, len(rows))

@@ -267,6 +267,20 @@ class TestClearMessages(FilesTest):
                 (1, '%s: is a directory, not a file\n' % self.dir),
                 (result.code, result.stderr), option)
 
+    def test_validate_names_a_board_host_listing_some_gpus(self):
+        path = self.write('three.yaml', (
+            'version: 1\nhosts:\n  h:\n    board: hgx-h100-8gpu\n'
+            '    gpus:\n      "0000:19:00.0": 1\n'
+            '      "0000:3b:00.0": 2\n      "0000:4c:00.0": 5\n'))
+        result = self.openstack('nvlink', 'topology', 'validate',
+                                '--topology', path)
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(
+            '%s: host h lists 3 of the 8 GPUs of board hgx-h100-8gpu '
+            '(modules 3, 4, 6, 7, 8 missing): their domains are partial, '
+            'and a GPU Nova reports there that the file does not list is '
+            'drift (unknown-gpu)\n' % path, result.stderr)
+
     def test_deep_nesting(self):
         path = self.write('t.yaml', 'version: 1\nhosts: ' + '[' * 200 +
                           ']' * 200 + '\n')

@@ -154,16 +154,6 @@ class TestLoader(base.BaseTestCase):
                            "hgx-h100-8gpu or hgx-h800-8gpu or "
                            "hgx-h200-8gpu?")], found[:1])
 
-    def test_board_host_listing_some_of_its_gpus(self):
-        text = ('version: 1\nhosts:\n  h:\n    board: hgx-h100-8gpu\n'
-                '    gpus:\n      "0000:19:00.0": 1\n'
-                '      "0000:3b:00.0": 2\n      "0000:4c:00.0": 5\n')
-        self.assertEqual([(
-            'F: hosts.h.gpus', 'board hgx-h100-8gpu has 8 GPUs, 3 are listed:'
-            ' modules 3, 4, 6, 7, 8 are missing; list every GPU of the board '
-            '(one not to use with excluded: REASON, an unhealthy one with its'
-            ' health) so that its domains are whole')], self.problems(text))
-
     def test_crossing_groups(self):
         found = self.problems(
             'version: 1\nhosts:\n  h:\n    groups:\n'
