@@ -2,6 +2,8 @@
 
 import logging
 
+from cliff import columns
+
 
 from nvlink_placement.osc import common
 from nvlink_placement.placement import naming
@@ -101,6 +103,16 @@ class Capacity(common.Lister):
             for row in capacity.rows(hosts)]
 
 
+class _Blank(columns.FormattableColumn):
+    """A value that may be None: empty in a table, null in JSON/YAML."""
+
+    def human_readable(self):
+        return '' if self._value is None else str(self._value)
+
+    def machine_readable(self):
+        return self._value
+
+
 class Tree(common.OwnOutput, common.TextByDefault, common.Lister):
     """Show the resource provider tree of each host, with GPU usage.
 
@@ -134,7 +146,8 @@ class Tree(common.OwnOutput, common.TextByDefault, common.Lister):
         draw = tree.dot if parsed_args.dot else tree.text
         self.drawing = draw(state, roots, uses, modules)
         return tree.COLUMNS, [
-            row[:4] + (common.InOrder(row[4]),) + row[5:]
+            row[:2] + (_Blank(row[2]), row[3], common.InOrder(row[4])) +
+            tuple(_Blank(v) for v in row[5:])
             for row in tree.rows(state, roots, uses, modules)]
 
     def produce_output(self, parsed_args, column_names, data):

@@ -85,6 +85,17 @@ class TestReports(base.BaseTestCase):
         self.assertEqual(28, dot.stdout.count(' -> '))
         self.assertEqual(1, dot.stdout.count('#ffcc80'))   # one GPU used
 
+    def test_tree_table_shows_no_none(self):
+        table = cli.run(self, 'nvlink', 'tree', '--snapshot', self.after,
+                        '--host', 'compute-01', '-f', 'table')
+        self.assertEqual(0, table.code, table.stderr)
+        self.assertNotIn('None', table.stdout)
+        rows = json.loads(cli.run(self, 'nvlink', 'tree', '--snapshot',
+                                  self.after, '--host', 'compute-01', '-f',
+                                  'json').stdout)
+        self.assertEqual((None, None, None), (
+            rows[0]['parent'], rows[0]['module'], rows[0]['status']))
+
     def test_flatten_cli_and_check_all(self):
         flat = os.path.join(self.tmp, 'flat.json')
         need = cli.run(self, 'nvlink', 'flatten', '--snapshot', self.after)
