@@ -223,9 +223,14 @@ def read_text(path, max_bytes=MAX_BYTES):
         raise DocumentError(path, exc.strerror or str(exc))
     except ValueError:  # a NUL character
         raise DocumentError(short(path), 'not a file name')
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        # Before fdopen, which refuses a directory with its own message
+        # ("[Errno 21] Is a directory: 3", the descriptor, not the path).
+        os.close(fd)
+        raise DocumentError(path, 'is a directory, not a file'
+                            if stat.S_ISDIR(mode) else 'not a regular file')
     with os.fdopen(fd, 'rb') as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise DocumentError(path, 'not a regular file')
         try:
             data = handle.read(max_bytes + 1)
         except OSError as exc:

@@ -5,6 +5,7 @@ CLI prints its message and exits 1, without a traceback. Messages name the
 file, key path or resource provider involved.
 """
 
+from nvlink_placement import redact
 
 #: Exit status of a usage error (unknown or missing option, bad option
 #: value, options that do not go together), for every command and console
@@ -14,7 +15,14 @@ USAGE_ERROR = 3
 
 
 class NvlinkError(Exception):
-    """A user-facing error with a complete, self-explaining message."""
+    """A user-facing error with a complete, self-explaining message.
+
+    Credentials inside a URL that the message names are masked
+    (:func:`redact.url_credentials`), in the message and in tracebacks.
+    """
+
+    def __str__(self):
+        return redact.url_credentials(super().__str__())
 
 
 class UsageError(NvlinkError):

@@ -88,6 +88,11 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
     if not use_fm and (fm_address or fm_socket or fm_library or fmpm_json):
         raise errors.NvlinkError('--no-fm contradicts the other Fabric '
                                  'Manager options')
+    if topo_matrix_file and not nvidia_smi_q:
+        # Said before sysfs is read: no other source can help this one.
+        raise errors.NvlinkError(
+            '%s numbers GPUs by NVML index; only `nvidia-smi -q` maps them '
+            'to PCI addresses: give --nvidia-smi-q too' % topo_matrix_file)
     found = HostSources(hostname, sysfs.scan(sysfs_root))
     if board is not None:
         try:
@@ -293,6 +298,18 @@ def _wiring(found, ids):
         if a in by_module and b in by_module})
 
 
+def _switched_links(found):
+    """NVLinks per GPU pair of a catalogue NVSwitch ``--board``.
+
+    :returns: ``(board name, count)``, or None.
+    """
+    board = found.board
+    if board is None or board.links is not None:
+        return None
+    count = topo_matrix.SWITCHED_NVLINKS.get(board.name)
+    return (found.board_name, count) if count else None
+
+
 def build_fragment(found):
     """Turn gathered sources into a topology v1 document for one host.
 
@@ -343,7 +360,8 @@ def build_fragment(found):
         addresses = [g.address for g in found.smi.gpus]
         view = topo_matrix.analyse(found.topo, addresses,
                                    bool(found.pci.nvswitches),
-                                   _wiring(found, ids), sorted(lost))
+                                   _wiring(found, ids), sorted(lost),
+                                   _switched_links(found))
         for address, reasons in view.degraded.items():
             nvlink_reasons[address].extend(reasons)
         notes.extend(view.notes)

@@ -156,7 +156,8 @@ def by_module_id(ids, purpose):
             inverse[module_id] = address
     if clashes:
         raise errors.NvlinkError(
-            '%s need unique module ids, but %s (PCIe cards and VMs repeat '
+            '%s: module ids must be unique, but %s (PCIe cards and VMs '
+            'repeat '
             'module ids; give the real map with --mapping)'
             % (purpose, '; '.join(
                 'module id %d is reported for %s' % (mid, ', '.join(addrs))

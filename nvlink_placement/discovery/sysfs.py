@@ -306,8 +306,20 @@ def scan(sysfs_root='/sys'):
     try:
         names = os.listdir(devices)
     except OSError as exc:
-        raise errors.NvlinkError('cannot list PCI devices in %s: %s'
-                                 % (devices, exc.strerror or exc))
+        raise errors.NvlinkError(
+            'cannot list PCI devices in %s: %s; run nvlink-host-inspect on '
+            'the GPU host, or give --sysfs-root a copy of its /sys (to plan '
+            'before the hosts exist, write the topology by hand: "openstack '
+            'nvlink snapshot --from-topology FILE" gives the trees Nova will '
+            'report)' % (devices, exc.strerror or exc))
+    for name in names:
+        try:
+            pci.normalize_address(name)
+        except ValueError:
+            raise errors.NvlinkError(
+                '%s: not a PCI address (expected dddd:bb:dd.f, as the kernel '
+                'names the entries there): is --sysfs-root a copy of a '
+                "host's /sys?" % os.path.join(devices, name))
     gpus, nvswitches = {}, []
     for name in sorted(names, key=pci.address_sort_key):
         device_dir = os.path.join(devices, name)

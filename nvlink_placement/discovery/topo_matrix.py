@@ -46,6 +46,13 @@ _ATTRIBUTE_NAME = re.compile(r'(?:CPU|NUMA|NIC)\s+Affinity|GPU\s+NUMA\s+ID|'
 # A device name in a run-together header word.
 _DEVICE = re.compile(r'GPU\d+|NIC\d+|[A-Za-z][A-Za-z0-9]*?_\d+')
 SOURCE = 'nvidia-smi topo -m'
+#: NVLinks each GPU of a catalogue NVSwitch board bonds to every peer, as
+#: ``nvidia-smi topo -m`` shows them (reference/host-formats.md: NV18 on
+#: H100, NV12 on A100): H100/H200 and B200 have 18 links, A100 12, V100
+#: (HGX-2) 6, all to the NVSwitches.
+SWITCHED_NVLINKS = {'hgx-h100-8gpu': 18, 'hgx-b200-8gpu': 18,
+                    'hgx-a100-8gpu': 12, 'hgx-a100-16gpu': 12,
+                    'hgx-2-16gpu': 6}
 
 
 @dataclasses.dataclass
@@ -304,9 +311,20 @@ def _most_common(counts):
     return max(counts, key=lambda n: (counts[n], n)) if counts else 0
 
 
+def _own_links(pairs):
+    """dict GPU -> its best NVLink count to any peer (0: none at all)."""
+    own = collections.defaultdict(int)
+    for (a, b), link in pairs.items():
+        for gpu in (a, b):
+            own[gpu] = max(own[gpu], nv_count(link))
+    return own
+
+
 def _expected_links(pairs, switched, designed):
     """Expected NVLink count per GPU pair, and a note when not judged.
 
+    :param switched: False, or True / ``(board name, count)`` for an
+        NVSwitch board (the count known from the catalogue).
     :param designed: None, or ``(board name, {pair: count})``.
     :returns: ``(expected, source, note)``: ``expected`` a dict pair ->
         count (absent or 0: not judged), ``source`` what it comes from.
@@ -316,8 +334,21 @@ def _expected_links(pairs, switched, designed):
     if designed is not None:
         board, links = designed
         return links, 'board %s, %s' % (board, SOURCE), None
+    if isinstance(switched, tuple):
+        board, count = switched
+        return {p: count for p in pairs}, 'board %s, %s' % (
+            board, SOURCE), None
     if switched:
-        top = _most_common(counts)
+        # Every GPU reaches every peer through the switches with all its
+        # links: the count most GPUs have is the design.
+        top = _most_common(collections.Counter(
+            n for n in _own_links(pairs).values() if n))
+        if pairs and not top:
+            return {}, SOURCE, (
+                'no GPU pair shows NVLink although the board has '
+                'NVSwitches: the links or the fabric are down, and the '
+                'designed count is unknown (give --board to judge against '
+                "the board's)")
         return {p: top for p in pairs}, SOURCE, None
     seen = collections.defaultdict(list)
     for (a, b), n in nv.items():
@@ -346,7 +377,8 @@ def _expected_links(pairs, switched, designed):
     return {p: floor for p, n in nv.items() if n}, SOURCE, None
 
 
-def analyse(matrix, addresses, nvswitch_board, wiring=None, lost=()):
+def analyse(matrix, addresses, nvswitch_board, wiring=None, lost=(),
+            switched_links=None):
     """Read NVLink meshes and degraded links from a matrix.
 
     Groups: on an NVSwitch board (NVSwitches in sysfs) none, the domains
@@ -359,8 +391,13 @@ def analyse(matrix, addresses, nvswitch_board, wiring=None, lost=()):
 
     - ``wiring`` (the board): a pair below its designed count, or without
       the NVLink the board gives it, is degraded;
-    - an NVSwitch board: every pair is alike by design; below the most
-      common count (ties: the higher), or without NVLink, is degraded;
+    - an NVSwitch board: every pair is alike by design, at the count the
+      catalogue gives the board (``switched_links``) or else the count
+      most GPUs have (ties: the higher); a pair below it, or without
+      NVLink, degrades the GPU whose own links are below it (both when
+      neither is). With no NVLink in the whole matrix and no board count,
+      nothing can be judged against a design: every GPU is degraded (an
+      NVSwitch board with no NVLink is not healthy) and a note says so;
     - otherwise the matrix's own symmetry: the counts that every
       NVLinked GPU has are designed (DGX-1 V100: NV1 and NV2 on every
       GPU), a link below the lowest of them is degraded; bridge pairs
@@ -373,6 +410,8 @@ def analyse(matrix, addresses, nvswitch_board, wiring=None, lost=()):
     :param nvswitch_board: True when sysfs lists NVSwitches.
     :param wiring: None, or ``(board name, {frozenset of two addresses:
         NVLink count})`` for a direct NVLink board.
+    :param switched_links: None, or ``(board name, NVLinks per pair)``
+        for a catalogue NVSwitch board (:data:`SWITCHED_NVLINKS`).
     :param lost: addresses ``nvidia-smi -q`` reports lost (not in
         ``addresses``). A matrix with a column for each is read in PCI bus
         order; one without them gets a note: their NVLink peers are
@@ -426,17 +465,29 @@ def analyse(matrix, addresses, nvswitch_board, wiring=None, lost=()):
                 'are never placed across them' % (matrix.source, '; '.join(
                     '{%s}' % ', '.join(c) for c in dropped)))
 
-    expected, source, note = _expected_links(pairs, nvswitch_board,
-                                             designed)
+    switched = nvswitch_board
+    if nvswitch_board and switched_links:
+        switched = switched_links
+    expected, source, note = _expected_links(pairs, switched, designed)
     if note:
         notes.append('%s: %s' % (matrix.source, note))
+    own = _own_links(pairs)
     low = collections.defaultdict(lambda: collections.defaultdict(list))
     unlinked = collections.defaultdict(list)
+    down = []
+    if nvswitch_board and not expected:
+        down = [g for g in matrix.gpus if not own[g]] if pairs else []
     for (a, b), link in pairs.items():
         want, have = expected.get((a, b), 0), nv_count(link)
         if not want or have >= want:
             continue
-        for one, other in ((a, b), (b, a)):
+        ends = ((a, b), (b, a))
+        if nvswitch_board:
+            # Through the switches a pair is as strong as its weaker GPU:
+            # blame the GPU whose own links are below the design, both
+            # when neither is (a switch port).
+            ends = tuple(e for e in ends if own[e[0]] < want) or ends
+        for one, other in ends:
             if have:
                 low[one][want].append('%s: %s' % (name[other], link))
             else:
@@ -447,7 +498,11 @@ def analyse(matrix, addresses, nvswitch_board, wiring=None, lost=()):
             degraded[name[gpu]].append(
                 'NVLink to %s below the expected NV%d (%s)'
                 % (', '.join(items), want, source))
-        if unlinked[gpu] and designed:
+        if gpu in down:
+            degraded[name[gpu]].append(
+                'no NVLink to any GPU although the board has NVSwitches '
+                '(%s)' % source)
+        elif unlinked[gpu] and (designed or isinstance(switched, tuple)):
             degraded[name[gpu]].append('no NVLink to %s (%s)' % (', '.join(
                 '%s: %s, expected NV%d' % item for item in unlinked[gpu]),
                 source))

@@ -385,6 +385,10 @@ def flavor_from_dict(data, source='flavor'):
         value = data.get(field)
         if value in ('', None) and field in _OPTIONAL_FIELDS:
             value = 0
+        if field not in data and field not in _OPTIONAL_FIELDS:
+            raise errors.NvlinkError('%s: %s is missing (a non-negative '
+                                     'integer, as in "openstack flavor '
+                                     'show")' % (where, field))
         if isinstance(value, bool) or not isinstance(value, int) or not (
                 0 <= value <= MAX_INT):
             raise errors.NvlinkError('%s: %s must be a non-negative integer '

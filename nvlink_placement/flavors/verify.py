@@ -458,6 +458,7 @@ def compute_nodes_without_owner(client):
 
 def _refused(request, hosts, exc):
     message = '%s: Placement refused the query: %s' % (request.flavor, exc)
+    served = sorted({n for h in hosts for g in h.groups for n in g.sizes})
     if 'No such trait' in str(exc) and any(
             members_mod.parse_any(t) for t in _unknown_traits(str(exc))):
         message += (' (no GPU provider carries the member traits this '
@@ -466,6 +467,12 @@ def _refused(request, hosts, exc):
                     'nvlink nova-config --topology FILE" prints and restart '
                     'nova-compute. Flavors without trait_<alias>-<i> keys '
                     'keep working meanwhile)')
+    elif 'No such trait' in str(exc) and served and (
+            request.size not in served):
+        message += (' (no NVLink domain of the topology serves %d GPUs, so '
+                    'no group trait names that size; the domains serve %s '
+                    'GPUs: give the flavor one of those sizes)'
+                    % (request.size, ', '.join(map(str, served))))
     elif 'No such trait' in str(exc):
         message += (' (the group trait does not exist: the tree is not '
                     'reshaped; run "openstack nvlink reshape")')

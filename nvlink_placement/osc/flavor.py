@@ -3,7 +3,6 @@
 import argparse
 import dataclasses
 import logging
-import re
 import shlex
 
 from keystoneauth1 import exceptions as ks_exc
@@ -20,7 +19,9 @@ from nvlink_placement.flavors import verify
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
+from nvlink_placement.osc import snapshot as snapshot_cmd
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.topology import pci
 
 LOG = logging.getLogger(__name__)
 
@@ -179,13 +180,11 @@ def pci_id(text):
     resource class from them (``CUSTOM_PCI_10DE_2330``), so anything else
     would give config that matches no device.
     """
-    value = text.strip().lower()
-    if value.startswith('0x'):
-        value = value[2:]
-    if not re.match(r'^[0-9a-f]{4}$', value):
+    try:
+        return pci.normalize_id(text)
+    except ValueError:
         raise argparse.ArgumentTypeError(
             '%r is not a PCI id (4 hex digits, e.g. 10de)' % text)
-    return value
 
 
 def print_commands(flavor):
@@ -216,9 +215,11 @@ class VerifyFlavors(commands.Lister):
     embedded one loaded from --snapshot, and checks
     every allocation request: all GPUs on one host of the topology, free,
     and exactly one NVLink domain of the flavor's size. Rows per flavor
-    and host: candidates, distinct valid and invalid GPU sets, and free
-    domains no candidate offers. Exits 1 on any invalid set or missing
-    domain, naming the GPUs and domains.
+    and host: candidates, distinct valid and invalid GPU sets, free
+    domains no candidate offers, and status: "ok", "not reshaped" (the
+    query names a group trait Placement does not have yet), or "problem"
+    (the messages on standard error say which). Exits 1 on any invalid
+    set, missing domain or problem, naming the GPUs and domains.
     """
 
     auth_required = False
@@ -235,8 +236,9 @@ class VerifyFlavors(commands.Lister):
         parser.add_argument('--flavor', metavar='NAME', action='append',
                             default=[],
                             help='A flavor of the compute API (repeatable; '
-                                 'needs the cloud, also with --snapshot: '
-                                 'offline, give --flavors FILE).')
+                                 'needs the cloud, also with --snapshot), '
+                                 'or, with --flavors FILE, the flavor of '
+                                 'that name in the file.')
         parser.add_argument('--host', metavar='HOST', action='append',
                             default=[],
                             help='Only the candidates and domains of this '
@@ -252,6 +254,7 @@ class VerifyFlavors(commands.Lister):
                                  'a JSON/YAML list (default: from the '
                                  'topology).')
         parser.add_argument('--resource-class', metavar='RC',
+                            type=snapshot_cmd.resource_class_option,
                             help='The GPUs\' resource class when the '
                                  'topology has none and there is no '
                                  '--alias-config.')
@@ -297,7 +300,17 @@ class VerifyFlavors(commands.Lister):
         _, hosts = _hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
-        if parsed_args.flavor:
+        if parsed_args.flavor and flavors:
+            # --flavor NAME selects from --flavors FILE: no cloud needed.
+            listed = {f['name'] for f in flavors}
+            unknown = [n for n in parsed_args.flavor if n not in listed]
+            if unknown:
+                raise errors.NvlinkError(
+                    'no flavor %s in %s (it has: %s)' % (
+                        ', '.join(unknown), ', '.join(parsed_args.flavors),
+                        ', '.join(sorted(listed))))
+            flavors = [f for f in flavors if f['name'] in parsed_args.flavor]
+        elif parsed_args.flavor:
             connection = live.authenticate(
                 self.app, 'compute API',
                 '--flavor NAME reads the flavor from Nova%s; offline, give '
@@ -345,8 +358,9 @@ class VerifyFlavors(commands.Lister):
             for problem in result.problems:
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
-        return _long_columns(parsed_args, 'query', verify.COLUMNS,
-                             [row for r in results for row in r.rows()])
+        return _long_columns(parsed_args, 'query', verify.COLUMNS + (
+            'status',), [row + (_status(r, row),)
+                         for r in results for row in r.rows()])
 
     def _detect(self, parsed_args, client):
         """The query shape for the live cloud (see :func:`release.choose`).
@@ -371,6 +385,18 @@ class VerifyFlavors(commands.Lister):
         nova = release.choose(parsed_args.nova_release,
                               parsed_args.owner_filter, microversion, nodes)
         return dataclasses.replace(nova, source=nova.source + note)
+
+
+def _status(result, row):
+    """The status column of one ``flavor verify`` row."""
+    if any('the tree is not reshaped' in p for p in result.problems):
+        return 'not reshaped'
+    if any('member traits this flavor requires' in p or 'lack their '
+           in p for p in result.problems):
+        return 'no member traits'
+    if result.problems or row[4] or row[5]:
+        return 'problem'
+    return 'ok'
 
 
 def _long_columns(parsed_args, column, names, rows):
@@ -424,6 +450,7 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
                             help='PCI product id when the topology has none '
                                  '(4 hex digits, e.g. 2330).')
         parser.add_argument('--resource-class', metavar='RC',
+                            type=snapshot_cmd.resource_class_option,
                             help='A resource_class tag for device_spec and '
                                  'alias (default: CUSTOM_PCI_<VENDOR>_'
                                  '<PRODUCT>).')

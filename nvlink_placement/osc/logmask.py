@@ -31,16 +31,25 @@ secret or key. A secret key is one of their destinations
 (:data:`SECRET_KEYS`) or one that ends in ``password``, ``passcode``,
 ``secret`` or ``token``.
 
-Other libraries' debug lines are theirs (keystoneauth does not log its
-token request and logs tokens in headers as ``{SHA256}`` digests); see
+Credentials inside a URL (``--os-endpoint http://user:secret@host``) are
+masked in every log record of the process, whatever library logs it
+(keystoneauth's ``REQ: curl ...`` lines, cliff's error line, a traceback):
+:func:`install` wraps the log record factory with
+:func:`nvlink_placement.redact.url_credentials`. Other libraries' debug
+lines are otherwise theirs (keystoneauth does not log its token request
+and logs tokens in headers as ``{SHA256}`` digests); see
 ``doc/source/operator-guide.rst``.
 """
 
+import io
 import logging
 import re
 import sys
+import traceback
 
 from oslo_utils import strutils
+
+from nvlink_placement import redact
 
 #: Loggers whose records may carry the secrets given to osc_lib.
 LOGGERS = ('osc_lib.shell', 'osc_lib.cli.client_config',
@@ -107,7 +116,7 @@ def mask_argv(argv):
     ``--opt=value``.
     """
     out, hide = [], False
-    for arg in argv:
+    for arg in map(redact.url_credentials, argv):
         if hide:
             out.append(MASK)
             hide = False
@@ -134,7 +143,7 @@ def mask(text):
         if not is_secret_option(match.group(1)):
             return match.group(0)
         return match.group(1) + (match.group(2) or match.group(3)) + MASK
-    text = _SECRET_IN_TEXT.sub(option, text)
+    text = _SECRET_IN_TEXT.sub(option, redact.url_credentials(text))
     return _SECRET_IN_REPR.sub(lambda m: m.group(1) + "'%s'" % MASK, text)
 
 
@@ -187,8 +196,48 @@ class SecretMask(logging.Filter):
         return True
 
 
+def _masked(value):
+    """``value``, or its text with URL credentials masked when it has any."""
+    text = value if isinstance(value, str) else None
+    if text is None and isinstance(value, BaseException):
+        text = str(value)
+    if text is None:
+        return value
+    masked = redact.url_credentials(text)
+    return value if masked == text else masked
+
+
+def _mask_record(record):
+    """Mask URL credentials in a record's message, arguments, traceback."""
+    record.msg = _masked(record.msg)
+    if isinstance(record.args, tuple):
+        record.args = tuple(_masked(a) for a in record.args)
+    elif isinstance(record.args, dict):
+        record.args = {k: _masked(v) for k, v in record.args.items()}
+    if record.exc_info and record.exc_info[0] is not None:
+        # What logging.Formatter.formatException would write, masked: the
+        # formatter uses exc_text when it is set.
+        out = io.StringIO()
+        traceback.print_exception(*record.exc_info, file=out)
+        record.exc_text = redact.url_credentials(out.getvalue().rstrip('\n'))
+    return record
+
+
+class _MaskingFactory(object):
+    """A log record factory that masks URL credentials (:func:`install`)."""
+
+    def __init__(self, wrapped):
+        self.wrapped = wrapped
+
+    def __call__(self, *args, **kwargs):
+        return _mask_record(self.wrapped(*args, **kwargs))
+
+
 def install(names=LOGGERS):
     """Add one :class:`SecretMask` to each logger of ``names`` (idempotent).
+
+    Also wraps the process's log record factory, once, so that no record
+    shows credentials inside a URL.
 
     :param names: a logger name or a list of them.
     """
@@ -196,3 +245,6 @@ def install(names=LOGGERS):
         logger = logging.getLogger(name)
         if not any(isinstance(f, SecretMask) for f in logger.filters):
             logger.addFilter(SecretMask())
+    factory = logging.getLogRecordFactory()
+    if not isinstance(factory, _MaskingFactory):
+        logging.setLogRecordFactory(_MaskingFactory(factory))

@@ -6,8 +6,10 @@ from ``--snapshot`` (:func:`offline`), else the live cloud
 """
 
 import contextlib
+import os
 
 from nvlink_placement import errors
+from nvlink_placement.osc import display
 from nvlink_placement.osc import live
 from nvlink_placement.placement import snapshot
 
@@ -46,6 +48,11 @@ def placement(app, parsed_args):
         raise errors.UsageError('--save-snapshot needs --snapshot (a live '
                                 'cloud is exported with "openstack nvlink '
                                 'snapshot")')
+    if save and os.path.exists(save) and os.path.exists(path) and \
+            os.path.samefile(save, path):
+        raise errors.UsageError(
+            '--save-snapshot %s is the --snapshot input: give another file, '
+            'so that the input stays what was read' % save)
     if not path:
         yield live.live_client(app, parsed_args)
         return
@@ -57,9 +64,10 @@ def placement(app, parsed_args):
 
 def snapshot_written(path, document):
     """The line saying a snapshot file was written, and what it holds."""
-    return '%s: %d resource providers, %d consumers\n' % (
-        path, len(document['resource_providers']),
-        len(document['allocations']))
+    return '%s: %s, %s\n' % (
+        path, display.plural(len(document['resource_providers']),
+                             'resource provider'),
+        display.plural(len(document['allocations']), 'consumer'))
 
 
 @contextlib.contextmanager

@@ -2,6 +2,8 @@
 
 import logging
 
+from cliff import columns
+
 
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
@@ -43,6 +45,10 @@ def _add_common(parser):
     live.add_retry_arguments(parser)
 
 
+RESHAPED = 'reshaped'
+NOT_RESHAPED = 'not reshaped'
+
+
 def _topology(app, parsed_args):
     if not parsed_args.topology:
         return None, model.DEFAULT_TRAIT_PREFIX
@@ -57,16 +63,24 @@ class Capacity(commands.Lister):
     host): fits = fully free domains of that size (a mesh, where any N GPUs
     are linked, holds free // N), GPUs free / used / reserved, and
     broken_domains = domains of that size partly taken by smaller instances
-    (fragmentation). Rows with host "total" sum the cloud. Costs two GETs
-    per GPU.
+    (fragmentation), and state: "reshaped", or "not reshaped" for a host
+    whose GPUs Placement sees flat (no NVLink group providers: only sizes
+    1 and whole-host can be counted there). Rows with host "total" sum the
+    cloud; their state counts the hosts not reshaped. Exit status 2 when
+    any host is not reshaped. Costs two GETs per GPU.
     """
 
     auth_required = False
+    exit_code = 0
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         _add_common(parser)
         return parser
+
+    def run(self, parsed_args):
+        super().run(parsed_args)
+        return self.exit_code
 
     def take_action(self, parsed_args):
         topology, prefix = _topology(self.app, parsed_args)
@@ -83,7 +97,24 @@ class Capacity(commands.Lister):
                 'only sizes 1 and whole-host are listed' if topology is None
                 else 'the domain sizes (from --topology) find no candidates '
                      'yet')
-        return capacity.COLUMNS, capacity.rows(hosts)
+            self.exit_code = 2
+        total = ('%d %s not reshaped' % (len(flat), 'host' if len(flat) == 1
+                                         else 'hosts')
+                 if flat else RESHAPED)
+        return capacity.COLUMNS + ('state',), [
+            row + ((total if row[0] == 'total' else NOT_RESHAPED
+                    if row[0] in flat else RESHAPED),)
+            for row in capacity.rows(hosts)]
+
+
+class _Blank(columns.FormattableColumn):
+    """A value that may be None: empty in a table, null in JSON/YAML."""
+
+    def human_readable(self):
+        return '' if self._value is None else str(self._value)
+
+    def machine_readable(self):
+        return self._value
 
 
 class Tree(commands.OwnOutput, commands.TextByDefault, commands.Lister):
@@ -119,7 +150,8 @@ class Tree(commands.OwnOutput, commands.TextByDefault, commands.Lister):
         draw = tree.dot if parsed_args.dot else tree.text
         self.drawing = draw(state, roots, uses, modules)
         return tree.COLUMNS, [
-            row[:4] + (display.InOrder(row[4]),) + row[5:]
+            row[:2] + (_Blank(row[2]), row[3], display.InOrder(row[4])) +
+            tuple(_Blank(v) for v in row[5:])
             for row in tree.rows(state, roots, uses, modules)]
 
     def produce_output(self, parsed_args, column_names, data):

@@ -12,6 +12,7 @@ from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.osc import usage
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import repair
@@ -59,7 +60,8 @@ def add_apply_arguments(parser):
     exclusive = parser.add_mutually_exclusive_group()
     exclusive.add_argument('--dry-run', action='store_true',
                            help='Print the actions, write nothing.')
-    parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
+    parser.add_argument('--workers', type=usage.positive_int,
+                        default=DEFAULT_WORKERS,
                         metavar='N',
                         help='Hosts applied in parallel (default %d).'
                              % DEFAULT_WORKERS)
@@ -102,10 +104,22 @@ class _PlanCommand(commands.Lister):
             report_retries(client)
         warn_findings(result.findings)
         shown = result.written() if result.applied else result.actions
+        hosts_touched = display.plural(
+            len({a.host for a in shown if a.host}), 'host')
         if not result.actions:
             self.app.stderr.write('nothing to do: Placement already matches\n')
-        elif (parsed_args.snapshot and not parsed_args.dry_run and
-                not parsed_args.save_snapshot):
+        elif parsed_args.dry_run:
+            self.app.stderr.write('dry run: %s planned on %s; nothing '
+                                  'written\n' % (display.plural(
+                                      len(shown), 'write'), hosts_touched))
+        else:
+            self.app.stderr.write('%s: %s made on %s%s\n' % (
+                self.cmd_name.split()[-1], display.plural(len(shown), 'write'),
+                hosts_touched, '; %s failed' % display.plural(
+                    len(result.failures), 'host')
+                if result.failures else ''))
+        if (result.actions and parsed_args.snapshot and
+                not parsed_args.dry_run and not parsed_args.save_snapshot):
             self.app.stderr.write('applied to the embedded Placement only; '
                                   'add --save-snapshot OUT to keep the '
                                   'result\n')
@@ -312,10 +326,16 @@ class Check(_PlanCommand):
             else (),
             global_options=tuple(
                 arg for d in topology_cmd.gpus_file_dirs(self.app)
-                for arg in ('--os-nvlink-gpus-file-dir', d)))
+                for arg in ('--os-nvlink-gpus-file-dir', d)),
+            snapshot=(os.path.abspath(parsed_args.snapshot)
+                      if parsed_args.snapshot else None))
         drift = result.actions + result.findings
         found['hosts'] = sorted(names | set(found.get('outside', ())))
-        found['rows'] = [(a.host, a.drift) for a in drift]
+        # What an operator counts: a missing group is one drift, though it
+        # takes two rows (create the provider, set its traits).
+        found['rows'] = [(h, d) for h, d, _ in dict.fromkeys(
+            (a.host, a.drift, a.provider if a.drift == act.MISSING_GROUP
+             else id(a)) for a in drift)]
         return [a.check_row(repair.text(a, context)) for a in drift]
 
     def write_metrics(self, parsed_args, started, found, success):

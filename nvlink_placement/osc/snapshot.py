@@ -1,7 +1,9 @@
 """``openstack nvlink snapshot``: export Placement state (read only), or
 write the flat tree Nova would report for a topology."""
 
+import argparse
 import logging
+import re
 
 import os_resource_classes
 
@@ -11,6 +13,7 @@ from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.osc import usage
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
@@ -38,6 +41,31 @@ def nova_resource_class(name):
     return os_resource_classes.normalize_name(name)
 
 
+#: What to do without a cloud: a snapshot of a snapshot is rarely meant.
+FROM_HINT = ('to write the trees Nova would report for a topology without '
+             'a cloud, give --from-topology FILE; --snapshot FILE exports '
+             'from a snapshot file')
+_RC_NAME = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
+
+
+def resource_class_option(text):
+    """argparse type of ``--resource-class``: a name Nova can report.
+
+    The value is kept as given; it must give a resource class once Nova
+    normalizes it (:func:`nova_resource_class`): ``custom_x y`` stays
+    ``CUSTOM_X Y``, which Placement refuses, and ``CUSTOM_`` is no name.
+    A bad value is a usage error naming the option, not problems in a
+    file.
+    """
+    name = nova_resource_class(text) if text.strip() else ''
+    if name in os_resource_classes.STANDARDS or _RC_NAME.match(name):
+        return text
+    raise argparse.ArgumentTypeError(
+        '%r is not a resource class: Nova makes it %r; give a standard one '
+        'or CUSTOM_ and then A-Z, 0-9, _ (e.g. CUSTOM_PCI_10DE_2330)'
+        % (text, name))
+
+
 def _progress(total, unit):
     """A progress bar counting ``unit`` reads, on a terminal only."""
     bar = progress.bar(total, 'snapshot')
@@ -51,8 +79,10 @@ class Snapshot(commands.Command):
 
     Read only. Exports the trees of the given hosts, or of every tree that
     holds a Nova PCI provider (any provider with the trait
-    COMPUTE_MANAGED_PCI_DEVICE), with inventories, traits, aggregates and
-    the allocations on them. The file feeds --snapshot of the other
+    COMPUTE_MANAGED_PCI_DEVICE; from --snapshot: every tree), with
+    inventories, traits, aggregates and the allocations on them; the trees
+    left out, and consumers that lose allocations on them, are named on
+    standard error. The file feeds --snapshot of the other
     commands. Reads run in parallel (--workers), a constant number of
     requests per provider and per consumer.
 
@@ -72,7 +102,8 @@ class Snapshot(commands.Command):
                             default=[], help='Compute host (repeatable).')
         parser.add_argument('-o', '--output', metavar='FILE', required=True,
                             help='Snapshot file to write (JSON).')
-        parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS,
+        parser.add_argument('--workers', type=usage.positive_int,
+                            default=DEFAULT_WORKERS,
                             metavar='N',
                             help='Reads in flight at once against a live '
                                  'cloud (default %d). About what Placement '
@@ -91,7 +122,7 @@ class Snapshot(commands.Command):
                  'this topology file instead of reading Placement.')
         group = parser.add_argument_group('with --from-topology')
         group.add_argument(
-            '--resource-class', metavar='RC',
+            '--resource-class', metavar='RC', type=resource_class_option,
             help="Resource class of GPUs whose topology entry has no "
                  "'resource_class' (nor vendor_id and device_id), "
                  "normalized as Nova does, e.g. CUSTOM_PCI_10DE_2330.")
@@ -113,21 +144,28 @@ class Snapshot(commands.Command):
                 '%s only go%s with --from-topology (a snapshot of Placement '
                 'copies what is there)' % (' and '.join(given),
                                            'es' if len(given) == 1 else ''))
+        left_out = {}
         if parsed_args.from_topology:
             document = self._from_topology(parsed_args)
         elif parsed_args.snapshot:
             with offline.offline(parsed_args.snapshot) as embedded:
-                document = embedded.export(parsed_args.host)
+                document = embedded.export(parsed_args.host, left_out)
         else:
-            client = live.live_client(self.app, parsed_args)
+            client = live.live_client(self.app, parsed_args, FROM_HINT)
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
-                progress=_progress)
+                progress=_progress, left_out=left_out)
         snapshot.write_file(document, parsed_args.output)
+        why = ('not named by --host' if parsed_args.host else
+               'without a Nova PCI provider (--host names trees to export)')
+        for line in snapshot.left_out_lines(parsed_args.output, left_out,
+                                            why):
+            self.app.stderr.write(line + '\n')
         if not parsed_args.from_topology and not parsed_args.snapshot:
             for line in snapshot.over_capacity(document, parsed_args.output):
                 LOG.warning('%s', line)
-        self.app.stdout.write(offline.snapshot_written(parsed_args.output,
+        # On standard error, as reshape and flatten say --save-snapshot.
+        self.app.stderr.write(offline.snapshot_written(parsed_args.output,
                                                        document))
 
     def _from_topology(self, parsed_args):

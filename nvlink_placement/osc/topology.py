@@ -10,7 +10,8 @@ from nvlink_placement.osc import display
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import merge
 
-SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
+SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules',
+                'mesh')
 VALIDATE_FIELDS = ('file', 'valid', 'hosts', 'gpus', 'groups', 'problems',
                    'warnings')
 TOPOLOGY_HELP = 'Topology file (YAML or JSON, version 1).'
@@ -154,8 +155,10 @@ class ShowTopology(commands.Lister):
     ``members`` are normalized PCI addresses; ``modules`` the module ids
     in the same order (empty where unknown). ``trait`` lists every size
     trait the group provider carries (several for a mesh: any N of its
-    GPUs are linked). Groups that hold every GPU of a host (unless they are
-    meshes), and single GPUs, create no provider and are not listed.
+    GPUs are linked), a list in JSON and YAML like ``members``; ``mesh``
+    says whether the group is a mesh. Groups that hold every GPU of a host
+    (unless they are meshes), and single GPUs, create no provider and are
+    not listed.
     """
 
     auth_required = False
@@ -173,10 +176,11 @@ class ShowTopology(commands.Lister):
         for host in select_hosts(topology, parsed_args.host):
             for group in host.groups:
                 rows.append((host.name, group.name, group.size,
-                             ','.join(group.traits),
+                             display.InOrder(group.traits),
                              display.InOrder(group.members),
                              display.InOrder(
-                                 [m for m in group.modules if m is not None])))
+                                 [m for m in group.modules if m is not None]),
+                             bool(group.mesh)))
         return SHOW_COLUMNS, rows
 
 

@@ -163,3 +163,14 @@ class PlainHelp(object):
         parser = super().get_parser(prog_name)
         parser.formatter_class = _PlainHelpFormatter
         return parser
+
+
+def positive_int(text):
+    """argparse type: a whole number of at least 1 (``--workers``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not a whole number' % text)
+    if value < 1:
+        raise argparse.ArgumentTypeError('%d: at least 1' % value)
+    return value

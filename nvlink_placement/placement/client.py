@@ -201,9 +201,10 @@ class PlacementClient(object):
         if status not in expect:
             detail, code = _decode_error(response)
             raise errors.PlacementError(
-                '%s %s failed with HTTP %d%s: %s' % (
+                '%s %s failed with HTTP %d%s: %s%s' % (
                     method, _shown(url), status,
-                    ' (%s)' % code if code else '', detail),
+                    ' (%s)' % code if code else '', detail,
+                    AUTH_HINT if status in (401, 403) else ''),
                 status=status, code=code)
         if not response.content:
             return {}
@@ -360,6 +361,14 @@ def _not_placement(response, url):
             'endpoint in the service catalog)'
             % (full.split('?')[0], response.status_code, _what(response),
                endpoint or full))
+
+
+#: Said after HTTP 401 or 403: what the credentials may lack.
+AUTH_HINT = (' (Placement refused the credentials: an admin role is needed '
+             'for its resource provider API; --os-auth-type none sends no '
+             'token, and a Placement with [api] auth_strategy = noauth2, as '
+             'on a laptop, takes --os-auth-type admin_token --os-token admin '
+             '--os-endpoint URL)')
 
 
 def _decode_error(response):

@@ -96,6 +96,16 @@ class EmbeddedPlacement(object):
         self.url = None
 
     def __enter__(self):
+        try:
+            return self._enter()
+        except BaseException:
+            # Undo what was set up (the patched engine above all: left in
+            # place, the next EmbeddedPlacement of this process could not
+            # patch its own), then let the error through.
+            self.__exit__(None, None, None)
+            raise
+
+    def _enter(self):
         from placement.db.sqlalchemy import migration
         from placement import db_api
         from placement import deploy
@@ -157,15 +167,20 @@ class EmbeddedPlacement(object):
         with self.client.lock:
             snapshot_db.load(self.engine, document)
 
-    def export(self, hosts=None):
-        """The snapshot of ``hosts`` (every tree with a Nova PCI RP).
+    def export(self, hosts=None, left_out=None):
+        """The snapshot of ``hosts``, or of every tree it holds.
 
         Read from the tables, or through the API for an unknown schema.
+        With ``hosts``, ``left_out`` (a dict) is filled with the trees not
+        exported and the consumers whose allocations were cut
+        (:func:`snapshot.left_out`).
         """
         if self._bulk:
-            return snapshot_api.export(self.client, hosts)
+            return snapshot_api.export(self.client, hosts, every_tree=True,
+                                       left_out=left_out)
         with self.client.lock:
-            return snapshot_db.export(self.engine, hosts)
+            return snapshot_db.export(self.engine, hosts, every_tree=True,
+                                      left_out=left_out)
 
     def __exit__(self, *exc):
         while self._stack:

@@ -16,9 +16,11 @@ an untyped consumer is exported without the key, as servers older than
 1.38 report it.
 """
 
+import copy
 import json
 import logging
 import re
+import uuid as uuid_lib
 
 import jsonschema
 import os_resource_classes
@@ -227,7 +229,8 @@ def _walk(value):
 def read_file(path):
     """Read, parse and check a snapshot file.
 
-    :returns: the snapshot dict.
+    :returns: the snapshot dict, provider uuids in Placement's form
+        (:func:`canonical`).
     :raises NvlinkError: naming the file and the JSON path of each problem.
     """
     try:
@@ -243,6 +246,7 @@ def read_file(path):
             'JSON in UTF-8' % (path, data[exc.start], exc.start))
     document = loads(text, path)
     validate(document, path)
+    document = canonical(document)
     for line in over_capacity(document, path):
         LOG.warning('%s', line)
     return document
@@ -284,9 +288,11 @@ def validate(document, source='<snapshot>'):
     Everything Placement would refuse on load is found here, before any
     write: names and uuids in Placement's forms, standard trait and
     resource class names that exist (os-traits, os-resource-classes),
-    unique provider uuids and names, parents that exist, no parent cycle,
-    at most :data:`MAX_DEPTH` levels, allocations only on inventory the
-    provider has.
+    unique provider uuids (compared in the form Placement stores, see
+    :func:`provider_uuid`) and names, text that Placement can store (no
+    lone surrogate in a name, project or user id), parents that exist, no
+    parent cycle, at most :data:`MAX_DEPTH` levels, allocations only on
+    inventory the provider has.
 
     An allocation beyond the inventory's capacity or outside
     ``min_unit``/``max_unit``/``step_size`` is accepted: Placement holds
@@ -384,11 +390,20 @@ def _rules(document):
             if value is not None and not uuidutils.is_uuid_like(value):
                 problems.append((where + (key,), '%s is not a uuid'
                                  % documents.short(value)))
-        if rp['uuid'] in by_uuid:
+        uuid = provider_uuid(rp['uuid'])
+        if uuid in by_uuid:
+            first = providers[by_uuid[uuid]]['uuid']
             problems.append((where + ('uuid',), 'uuid %s is also '
-                             'resource_providers[%d]'
-                             % (rp['uuid'], by_uuid[rp['uuid']])))
-        by_uuid.setdefault(rp['uuid'], i)
+                             'resource_providers[%d]%s'
+                             % (rp['uuid'], by_uuid[uuid],
+                                '' if first == rp['uuid'] else
+                                ' (written %s there: one uuid, which '
+                                'Placement stores as %s)' % (first, uuid))))
+        by_uuid.setdefault(uuid, i)
+        for key in ('name',):
+            problem = _unstorable(rp[key])
+            if problem:
+                problems.append((where + (key,), problem))
         if rp['name'] in names:
             problems.append((where + ('name',), 'name %r is also '
                              'resource_providers[%d] (names are unique in '
@@ -418,6 +433,70 @@ def _rules(document):
     problems.extend(_allocation_problems(document.get('allocations', {}),
                                          providers, by_uuid))
     return problems
+
+
+def _unstorable(text):
+    """Why Placement cannot store ``text``, or None.
+
+    Placement's tables hold UTF-8 text: a lone UTF-16 surrogate (JSON
+    ``"\\ud800"``, which :func:`json.loads` accepts) has no UTF-8 form,
+    and a write holding one fails inside the database driver.
+    """
+    try:
+        text.encode('utf-8')
+    except UnicodeEncodeError as exc:
+        return ('%s holds the lone surrogate U+%04X at character %d, which '
+                'has no UTF-8 form: Placement cannot store it'
+                % (json.dumps(text), ord(text[exc.start]), exc.start))
+    return None
+
+
+def provider_uuid(value):
+    """A provider uuid in the form Placement stores: ``str(UUID(value))``.
+
+    Placement's ``POST /resource_providers`` rewrites the uuid so
+    (``placement/handlers/resource_provider.py``): upper case, no dashes,
+    braces or ``urn:uuid:`` all become ``8-4-4-4-12`` lower case; other
+    values (None, a non-uuid) come back as they are.
+    """
+    if value is None:
+        return None
+    try:
+        return str(uuid_lib.UUID(value))
+    except (TypeError, ValueError, AttributeError):
+        return value
+
+
+def canonical(document):
+    """``document`` with every provider uuid in Placement's stored form.
+
+    Provider uuids, parent uuids and the provider keys of allocations are
+    rewritten by :func:`provider_uuid` (a copy is returned, or
+    ``document`` itself when all are canonical already). Aggregate uuids
+    and consumer uuids are kept as written: Placement stores those
+    verbatim.
+
+    :param document: a snapshot that :func:`validate` accepted.
+    """
+    def bad(value):
+        return value is not None and provider_uuid(value) != value
+
+    if not (any(bad(rp['uuid']) or bad(rp.get('parent_provider_uuid'))
+                for rp in document['resource_providers']) or
+            any(bad(rp_uuid)
+                for alloc in document.get('allocations', {}).values()
+                for rp_uuid in alloc['allocations'])):
+        return document
+    result = copy.deepcopy(document)
+    for rp in result['resource_providers']:
+        rp['uuid'] = provider_uuid(rp['uuid'])
+        if rp.get('parent_provider_uuid') is not None:
+            rp['parent_provider_uuid'] = provider_uuid(
+                rp['parent_provider_uuid'])
+    for alloc in result.get('allocations', {}).values():
+        alloc['allocations'] = {provider_uuid(k): v for k, v in
+                                alloc['allocations'].items()}
+    return result
 
 
 def depths(parent_of):
@@ -457,7 +536,8 @@ def depths(parent_of):
 
 def _tree_problems(providers, by_uuid):
     """Missing parents, cycles and chains deeper than :data:`MAX_DEPTH`."""
-    parent_of = {rp['uuid']: rp.get('parent_provider_uuid')
+    parent_of = {provider_uuid(rp['uuid']):
+                 provider_uuid(rp.get('parent_provider_uuid'))
                  for rp in providers}
     depth, broken = depths(parent_of)
     problems = []
@@ -484,13 +564,24 @@ def _tree_problems(providers, by_uuid):
 def _allocation_problems(allocations, providers, by_uuid):
     problems = []
     for consumer, alloc in allocations.items():
+        for key in ('project_id', 'user_id'):
+            problem = _unstorable(alloc[key])
+            if problem:
+                problems.append((('allocations', consumer, key), problem))
+        spelled = {}
         for rp_uuid, entry in alloc['allocations'].items():
             where = ('allocations', consumer, 'allocations', rp_uuid)
-            if rp_uuid not in by_uuid:
+            if provider_uuid(rp_uuid) in spelled:
+                problems.append((where, 'provider %s is also listed as %s '
+                                 '(one uuid spelled twice)' % (
+                                     rp_uuid,
+                                     spelled[provider_uuid(rp_uuid)])))
+            spelled[provider_uuid(rp_uuid)] = rp_uuid
+            if provider_uuid(rp_uuid) not in by_uuid:
                 problems.append((where, 'provider %s is not in the snapshot'
                                  % rp_uuid))
                 continue
-            rp = providers[by_uuid[rp_uuid]]
+            rp = providers[by_uuid[provider_uuid(rp_uuid)]]
             for rc in entry['resources']:
                 if rc not in rp.get('inventories', {}):
                     problems.append((where + ('resources', rc),
@@ -623,6 +714,44 @@ def document(providers, consumers):
             'resource_providers': sorted(
                 providers, key=lambda p: (depth[p['uuid']], p['name'])),
             'allocations': dict(sorted(consumers.items()))}
+
+
+def left_out(trees, cut):
+    """What an export of some trees did not hold.
+
+    :param trees: names of the root providers whose trees were not
+        exported.
+    :param cut: dict consumer uuid -> number of providers outside the
+        exported trees that it also has allocations on.
+    :returns: ``{'trees': sorted names, 'consumers': {uuid: count}}``.
+    """
+    return {'trees': sorted(trees), 'consumers': dict(sorted(cut.items()))}
+
+
+def left_out_lines(path, omitted, why='not selected'):
+    """Lines saying what the snapshot ``path`` left out (may be empty).
+
+    :param why: why the trees were left out, after "N trees".
+    """
+    lines = []
+    trees = omitted.get('trees', [])
+    if trees:
+        lines.append('%s: left out %d tree%s %s: %s%s' % (
+            path, len(trees), '' if len(trees) == 1 else 's', why,
+            ', '.join(trees[:10]),
+            ' and %d more' % (len(trees) - 10) if len(trees) > 10 else ''))
+    cut = omitted.get('consumers', {})
+    if cut:
+        names = sorted(cut)
+        lines.append(
+            '%s: %d consumer%s keep%s only %s allocations inside the '
+            'exported trees (also allocated on providers left out): %s%s'
+            % (path, len(cut), '' if len(cut) == 1 else 's',
+               's' if len(cut) == 1 else '',
+               'its' if len(cut) == 1 else 'their',
+               ', '.join(names[:5]),
+               ' and %d more' % (len(names) - 5) if len(names) > 5 else ''))
+    return lines
 
 
 def parents_first(providers):

@@ -26,8 +26,11 @@ CONSUMER_VERSIONS = ('1.38', '1.28', '1.12')
 
 # -- export ----------------------------------------------------------------
 
-def export(client, hosts=None, workers=1, progress=None):
-    """Read the trees of ``hosts`` (or of every tree with a Nova PCI RP).
+def export(client, hosts=None, workers=1, progress=None, every_tree=False,
+           left_out=None):
+    """Read the trees of ``hosts`` (default: those with a Nova PCI RP).
+
+    With ``every_tree`` and no ``hosts``: every tree.
 
     Read only, in parallel, never more than a constant number of requests
     per provider and per consumer:
@@ -44,9 +47,9 @@ def export(client, hosts=None, workers=1, progress=None):
       (Placement's capacity filter, ``used + n <= (total - reserved) *
       allocation_ratio``); only the others get a GET of their
       allocations;
-    * aggregates: one GET per root provider (Placement applies a root's
-      aggregates to its whole tree; Nova puts host aggregates there);
-      aggregates of nested providers are not exported;
+    * aggregates: one GET per provider (Nova puts host aggregates on the
+      root, but any provider may be a member of aggregates, and
+      ``member_of`` answers depend on it);
     * one ``GET /allocations/{uuid}`` per consumer (project, user,
       generation and type). A consumer's allocations on providers outside
       the exported trees are left out.
@@ -58,13 +61,15 @@ def export(client, hosts=None, workers=1, progress=None):
     :param workers: requests in flight at once.
     :param progress: optional callable ``(total, unit)`` returning a
         tqdm-like bar (``update``, ``close``) or None.
+    :param left_out: optional dict, filled as :func:`snapshot.left_out`
+        describes with what the export did not hold.
     :returns: snapshot dict in the canonical form of
         :func:`nvlink_placement.placement.snapshot.document`.
     :raises NvlinkError: for an unknown host.
     :raises PlacementError: when a read fails.
     """
     current = state_mod.read(client, [naming.PCI_TRAIT])
-    roots = set(current.select_roots(hosts))
+    roots = set(current.select_roots(hosts, every_tree))
     selected = [p for p in current.by_uuid.values() if p.root_uuid in roots]
     listing = reads.listing_cost(current)
     traits = _traits(client, selected, listing, workers, progress)
@@ -81,17 +86,21 @@ def export(client, hosts=None, workers=1, progress=None):
             used, workers, progress, 'allocation')):
         for consumer, alloc in listed.items():
             allocations.setdefault(consumer, {})[p.uuid] = alloc['resources']
-    tops = [p for p in selected if p.parent_uuid is None]
-    aggregates = dict(zip((p.uuid for p in tops), reads.parallel(
+    aggregates = dict(zip((p.uuid for p in selected), reads.parallel(
         lambda p: client.get('/resource_providers/%s/aggregates' % p.uuid,
                              version='1.19')['aggregates'],
-        tops, workers, progress, 'root')))
+        selected, workers, progress, 'aggregate set')))
     providers = [snapshot.provider_entry(
         p.uuid, p.name, p.parent_uuid, inventories[p.uuid],
         traits.get(p.uuid, ()), aggregates.get(p.uuid, ()))
         for p in selected]
-    return snapshot.document(providers, _consumers(
-        client, allocations, workers, progress))
+    cut = {}
+    consumers = _consumers(client, allocations, workers, progress, cut)
+    if left_out is not None:
+        left_out.update(snapshot.left_out(
+            [p.name for p in current.by_uuid.values()
+             if p.parent_uuid is None and p.uuid not in roots], cut))
+    return snapshot.document(providers, consumers)
 
 
 def _traits(client, providers, listing, workers, progress):
@@ -118,8 +127,12 @@ def _traits(client, providers, listing, workers, progress):
     return found
 
 
-def _consumers(client, allocations, workers, progress):
-    """dict consumer uuid -> snapshot entry, one GET each."""
+def _consumers(client, allocations, workers, progress, cut):
+    """dict consumer uuid -> snapshot entry, one GET each.
+
+    :param cut: dict filled with consumer uuid -> number of its providers
+        outside ``allocations`` (outside the exported trees).
+    """
     consumers = sorted(allocations)
     versions = list(CONSUMER_VERSIONS)
 
@@ -135,6 +148,9 @@ def _consumers(client, allocations, workers, progress):
                 continue
             if not body.get('allocations'):
                 return None     # deleted since its providers were read
+            outside = set(body['allocations']) - set(allocations[consumer])
+            if outside:
+                cut[consumer] = len(outside)
             return snapshot.consumer_entry(
                 body['project_id'], body['user_id'], allocations[consumer],
                 body.get('consumer_generation'), body.get('consumer_type'))
@@ -159,8 +175,12 @@ def load(client, document):
     relaxed first and as given after the allocations. Consumer generations
     are Placement's own (1 for a new consumer), not the document's.
 
+    Provider uuids are sent in Placement's form
+    (:func:`nvlink_placement.placement.snapshot.canonical`).
+
     :raises PlacementError: when Placement refuses a write.
     """
+    document = snapshot.canonical(document)
     providers = snapshot.parents_first(document['resource_providers'])
     for rc in sorted({rc for rp in providers for rc in rp.get(
             'inventories', {}) if rc.startswith('CUSTOM_')}):

@@ -103,7 +103,9 @@ def load(engine, document):
 
     :param engine: SQLAlchemy engine of a Placement database for which
         :func:`unsupported` is None.
-    :param document: snapshot dict checked by :func:`snapshot.validate`.
+    :param document: snapshot dict checked by :func:`snapshot.validate`;
+        provider uuids are written in Placement's form
+        (:func:`snapshot.canonical`).
     :returns: dict of rows written per table.
     :raises NvlinkError: a provider or consumer exists already.
     """
@@ -111,6 +113,7 @@ def load(engine, document):
     if reason:
         raise errors.NvlinkError(reason)
     m = _models()
+    document = snapshot.canonical(document)
     providers = snapshot.parents_first(document['resource_providers'])
     consumers = document.get('allocations', {})
     with engine.begin() as conn:
@@ -248,12 +251,14 @@ def _uuid_ids(conn, model, names, insert):
 
 # -- export ----------------------------------------------------------------
 
-def export(engine, hosts=None):
-    """Read the snapshot of ``hosts`` (or every tree with a Nova PCI RP).
+def export(engine, hosts=None, every_tree=False, left_out=None):
+    """Read the snapshot of ``hosts`` (default: trees with a Nova PCI RP).
+
+    With ``every_tree`` and no ``hosts``: every tree.
 
     The same document, byte for byte, as the export through the API
     (:func:`nvlink_placement.placement.snapshot_api.export`), in a handful
-    of ``SELECT`` statements.
+    of ``SELECT`` statements; ``left_out`` is filled the same way.
 
     :raises NvlinkError: for a host that is not a root provider.
     """
@@ -276,7 +281,7 @@ def export(engine, hosts=None):
             generation=row.generation,
             traits={naming.PCI_TRAIT} & set(traits.get(row.id, ())))
             for row in listed], [naming.PCI_TRAIT])
-        roots = set(current.select_roots(hosts))
+        roots = set(current.select_roots(hosts, every_tree))
         selected = {row.id: row for row in listed
                     if uuid_of[row.root_provider_id] in roots}
         inventories = _inventories(conn, m, selected)
@@ -287,13 +292,17 @@ def export(engine, hosts=None):
                 m.PlacementAggregate, m.PlacementAggregate.id ==
                 m.ResourceProviderAggregate.aggregate_id)):
             aggregates.setdefault(rp_id, []).append(uuid)
-        consumers = _consumers(conn, m, selected, uuid_of)
-    # Aggregates of root providers only, as the API export reads them.
+        cut = {}
+        consumers = _consumers(conn, m, selected, uuid_of, cut)
     providers = [snapshot.provider_entry(
         row.uuid, row.name, uuid_of.get(row.parent_provider_id),
         inventories.get(rp_id, {}), traits.get(rp_id, ()),
-        aggregates.get(rp_id, ()) if row.parent_provider_id is None else ())
+        aggregates.get(rp_id, ()))
         for rp_id, row in selected.items()]
+    if left_out is not None:
+        left_out.update(snapshot.left_out(
+            [row.name for row in listed if row.parent_provider_id is None and
+             row.uuid not in roots], cut))
     return snapshot.document(providers, consumers)
 
 
@@ -312,7 +321,12 @@ def _inventories(conn, m, selected):
     return result
 
 
-def _consumers(conn, m, selected, uuid_of):
+def _consumers(conn, m, selected, uuid_of, cut):
+    """Consumer entries of the allocations on ``selected`` providers.
+
+    :param cut: dict filled with consumer uuid -> number of its providers
+        outside ``selected``.
+    """
     a, c = m.Allocation, m.Consumer
     query = sa.select(
         a.consumer_id, a.resource_provider_id, m.ResourceClass.name, a.used,
@@ -324,13 +338,17 @@ def _consumers(conn, m, selected, uuid_of):
         m.User, m.User.id == c.user_id).outerjoin(
         m.ConsumerType, m.ConsumerType.id == c.consumer_type_id)
     found = {}
+    outside = {}
     for (consumer, rp_id, rc, used, project, user, generation,
          ctype) in conn.execute(query):
         if rp_id not in selected:
+            outside.setdefault(consumer, set()).add(rp_id)
             continue
         entry = found.setdefault(consumer, (project, user, generation,
                                             ctype, {}))
         entry[4].setdefault(uuid_of[rp_id], {})[rc] = used
+    cut.update((consumer, len(rps)) for consumer, rps in outside.items()
+               if consumer in found)
     return {consumer: snapshot.consumer_entry(
         project, user, allocations, generation, ctype)
         for consumer, (project, user, generation, ctype, allocations)

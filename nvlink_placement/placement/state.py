@@ -76,13 +76,18 @@ class State(object):
         return [p.name for p in self.by_uuid.values()
                 if p.parent_uuid is None]
 
-    def select_roots(self, hosts):
+    def select_roots(self, hosts, every_tree=False):
         """Root UUIDs of the compute nodes ``hosts``, in that order.
 
-        Every tree holding a Nova PCI RP when ``hosts`` is empty.
+        When ``hosts`` is empty: every tree holding a Nova PCI RP, or every
+        tree (sorted by root name) with ``every_tree``.
 
         :raises NvlinkError: for a name that is not a root provider.
         """
+        if not hosts and every_tree:
+            return sorted((p.uuid for p in self.by_uuid.values()
+                           if p.parent_uuid is None),
+                          key=lambda u: self.by_uuid[u].name)
         if not hosts:
             return self.roots_with(naming.PCI_TRAIT)
         roots = []
@@ -187,3 +192,16 @@ def load_allocations(client, state, uuids):
         state.allocations[uuid] = {
             consumer: alloc['resources']
             for consumer, alloc in body['allocations'].items()}
+
+
+def node_consumers(client, uuid):
+    """Uuids of the consumers with allocations on provider ``uuid``."""
+    body = client.get('/resource_providers/%s/allocations' % uuid)
+    return set(body['allocations'])
+
+
+def consumer_allocations(client, consumer):
+    """``{rp uuid: {rc: amount}}`` of one consumer (empty: none)."""
+    body = client.get('/allocations/%s' % urllib.parse.quote(consumer))
+    return {rp: alloc['resources']
+            for rp, alloc in body.get('allocations', {}).items()}

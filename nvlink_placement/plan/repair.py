@@ -18,8 +18,10 @@ column), and that command repairs it:
   instance.
 
 Commands repeat check's ``--no-health`` and ``--os-nvlink-gpus-file-dir``;
-cloud options (``--os-cloud`` ...) are the operator's. Pure: texts from the
-row and what check ran with.
+cloud options (``--os-cloud`` ...) are the operator's. After ``check
+--snapshot FILE`` they act on that file (``--snapshot FILE --save-snapshot
+FILE.repaired.json``), so a pasted command never writes to a live cloud.
+Pure: texts from the row and what check ran with.
 """
 
 import dataclasses
@@ -42,14 +44,21 @@ class Context:
     :ivar reshape_options: options to repeat for reshape (``--no-health``).
     :ivar global_options: ``openstack`` options to repeat
         (``--os-nvlink-gpus-file-dir DIR``).
+    :ivar snapshot: the ``--snapshot`` file check read, or None (a live
+        cloud): commands then act on it, writing the repaired state next
+        to it (:func:`repaired_path`), never on a live cloud.
     """
     topology: str
     topology_hosts: frozenset
     hosts: tuple = ()
     reshape_options: tuple = ()
     global_options: tuple = ()
+    snapshot: str = None
 
     def command(self, verb, *args):
+        if self.snapshot:
+            args += ('--snapshot', self.snapshot, '--save-snapshot',
+                     repaired_path(self.snapshot))
         return shlex.join(('openstack',) + tuple(self.global_options) +
                           ('nvlink', verb) + args)
 
@@ -58,6 +67,17 @@ class Context:
         for host in hosts:
             args += ['--host', host]
         return self.command('reshape', *(args + list(self.reshape_options)))
+
+
+def repaired_path(path):
+    """Where a repair of snapshot ``path`` writes, never ``path`` itself.
+
+    ``prod.json`` -> ``prod.repaired.json``.
+    """
+    stem, ext = path[:-5], '.json'
+    if not path.endswith('.json'):
+        stem, ext = path, ''
+    return stem + '.repaired' + ext
 
 
 def text(action, context):

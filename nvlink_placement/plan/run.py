@@ -4,6 +4,7 @@ import dataclasses
 
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import naming
+from nvlink_placement.placement import reads
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
@@ -117,23 +118,51 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
     return current, plan
 
 
+#: Reads of allocations in flight at once (what a small Placement serves).
+READ_WORKERS = 4
+
+
 def load_gpu_allocations(client, state, hosts):
     """Load the allocations of the GPUs in use on ``hosts``.
 
     Only hosts with two GPUs in use or more can hold a split allocation.
-    Reads: none without hosts; else :func:`state.free_gpus` (two requests
-    for one GPU resource class) plus one per GPU in use on such hosts.
+    Reads, so that a busy cloud costs about one read per instance, not one
+    per GPU: :func:`state.free_gpus` (two requests for one GPU resource
+    class); then for each host with two GPUs in use or more, the
+    allocations of its compute node (one read: every instance there holds
+    VCPU or memory on it) and one ``GET /allocations/{consumer}`` per
+    consumer found (all its GPUs at once); a GPU in use that no consumer
+    of the node accounts for (reserved, or held by a consumer without
+    resources on the node) gets one read of its own. Reads run
+    :data:`READ_WORKERS` at a time.
     """
     if not hosts:
         return
     free = state_mod.free_gpus(client)
-    needed = []
+    busy_hosts = []
     for host in hosts:
-        busy = [state.by_name[n].uuid for n in host.gpus
-                if n in state.by_name and state.by_name[n].uuid not in free]
-        if len(busy) >= 2:
-            needed.extend(busy)
-    state_mod.load_allocations(client, state, needed)
+        busy = {state.by_name[n].uuid for n in host.gpus
+                if n in state.by_name and state.by_name[n].uuid not in free}
+        node = state.by_name.get(host.name)
+        if len(busy) < 2:
+            continue
+        if node is None or node.parent_uuid is not None:
+            state_mod.load_allocations(client, state, busy)
+            continue
+        busy_hosts.append((node.uuid, busy))
+    found = reads.parallel(lambda h: state_mod.node_consumers(client, h[0]),
+                           busy_hosts, READ_WORKERS)
+    consumers = sorted(set().union(*found)) if found else []
+    held = reads.parallel(
+        lambda c: state_mod.consumer_allocations(client, c), consumers,
+        READ_WORKERS)
+    busy = set().union(*(b for _, b in busy_hosts)) if busy_hosts else set()
+    for consumer, allocations in zip(consumers, held):
+        for rp_uuid, resources in allocations.items():
+            if rp_uuid in busy:
+                state.allocations.setdefault(rp_uuid, {})[
+                    consumer] = resources
+    state_mod.load_allocations(client, state, busy - set(state.allocations))
 
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,

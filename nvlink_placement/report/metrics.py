@@ -21,9 +21,11 @@ Metrics (labels in braces):
     With ``--all``: flat compute nodes with Nova PCI providers that the
     topology does not list (not drift).
 ``nvlink_placement_drift{kind}``
-    Drift rows per kind, every kind present (0 when none).
+    Drift found per kind, every kind present (0 when none): one per check
+    row, but a missing group counts once (its two rows, create and set
+    traits, are one group to add).
 ``nvlink_placement_host_drift{host, kind}``
-    Drift rows per host and kind; only the pairs with rows (``host`` is
+    The same per host and kind; only the pairs with drift (``host`` is
     empty for the missing custom traits, which belong to no host).
 """
 
@@ -52,9 +54,10 @@ _HELP = {
     'hosts_in_sync': 'Compute hosts without drift in the last nvlink check.',
     'hosts_not_in_topology': 'Flat compute nodes with Nova PCI providers '
                              'that the topology does not list (check --all).',
-    'drift': 'Drift rows of the last nvlink check, per kind.',
-    'host_drift': 'Drift rows of the last nvlink check, per host and kind '
-                  '(only pairs with rows).',
+    'drift': 'Drift found by the last nvlink check, per kind (a missing '
+             'group counts once).',
+    'host_drift': 'Drift found by the last nvlink check, per host and '
+                  'kind (only pairs with drift).',
 }
 
 
@@ -94,8 +97,8 @@ def render(success, duration, last_success=None, rows=None, hosts=None,
     :param duration: seconds the check took.
     :param last_success: Unix time of the last success (this run's end on
         success, the earlier file's value on error), or None.
-    :param rows: ``(host, drift)`` pairs, one per check row; None when
-        unknown (an error before the plan).
+    :param rows: ``(host, drift)`` pairs, one per drift found (a missing
+        group once); None when unknown (an error before the plan).
     :param hosts: names of the hosts checked, or None when unknown.
     :param not_in_topology: count (``--all``), or None.
     """

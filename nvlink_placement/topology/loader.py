@@ -325,10 +325,15 @@ class _Checker(object):
         try:
             return catalog.get(name)
         except KeyError:
-            self.problem(at, 'unknown board %s; defined boards: %s; '
-                         'built-in: %s' % (documents.short(name),
-                                           sorted(boards) or 'none',
-                                           ', '.join(catalog.names())))
+            known = sorted(boards) + catalog.names()
+            close = difflib.get_close_matches(str(name), known, n=3,
+                                              cutoff=0.6)
+            self.problem(at, 'unknown board %s; %s' % (
+                documents.short(name),
+                'did you mean %s?' % ' or '.join(close) if close else
+                'boards defined in the file: %s; built-in: %s' % (
+                    ', '.join(sorted(boards)) or 'none',
+                    ', '.join(catalog.names()))))
             return None
 
     def gpus(self, name, spec):
@@ -355,6 +360,12 @@ class _Checker(object):
                 continue
             details = dict(value) if isinstance(value, dict) else {}
             details.pop('module_id', None)
+            for key in ('vendor_id', 'device_id'):
+                if isinstance(details.get(key), str):
+                    try:
+                        details[key] = pci.normalize_id(details[key])
+                    except ValueError as exc:
+                        self.problem(parts + [key], str(exc), src)
             gpus[address] = model.Gpu(address, _module_id(value), details)
             self.where[address] = (parts, src)
         return gpus

@@ -42,6 +42,26 @@ def normalize_address(text):
                                   match.group('function'))
 
 
+_PCI_ID = re.compile(r'^(?:0[xX])?([0-9a-fA-F]{4})$')
+
+
+def normalize_id(text):
+    """Return a PCI vendor or device id as sysfs and Nova write it.
+
+    Four lower-case hex digits: ``0x10de``, ``10DE`` and ``10de`` all give
+    ``10de`` (sysfs shows ``0x10de``; Nova reads the id without the prefix
+    and builds ``CUSTOM_PCI_10DE_2330`` from it, and its ``[pci] alias``
+    and ``device_spec`` compare ``vendor_id``/``product_id`` with it).
+
+    :raises ValueError: if ``text`` is not a 16-bit hex id.
+    """
+    match = _PCI_ID.match(str(text).strip())
+    if not match:
+        raise ValueError('%s is not a PCI id (4 hex digits, e.g. 10de or '
+                         '0x10de)' % documents.short(text))
+    return '%04x' % int(match.group(1), 16)
+
+
 def address_sort_key(address):
     """Sort key ordering canonical addresses numerically (domain first)."""
     domain, bus, rest = address.split(':')

@@ -17,6 +17,7 @@ from oslotest import base
 from prometheus_client import parser as prom_parser
 import yaml
 
+from nvlink_placement.plan import repair
 from tests.functional import base as fbase
 from tests.functional import cli
 from tests.functional import writes
@@ -62,6 +63,18 @@ class CheckTestCase(base.BaseTestCase):
                              '--snapshot', snapshot_path, '-f', 'json',
                              *more)
         rows = json.loads(result.stdout) if result.stdout.strip() else []
+        # Every command acts on the checked snapshot, never the live cloud;
+        # the tests below compare the rest of it.
+        tail = ' ' + shlex.join([
+            '--snapshot', os.path.abspath(snapshot_path), '--save-snapshot',
+            repair.repaired_path(os.path.abspath(snapshot_path))])
+        for row in rows:
+            if tail in row['repair']:
+                row['repair'] = row['repair'].replace(tail, '')
+            else:
+                self.assertTrue(row['repair'].startswith(repair.MANUAL) and
+                                'openstack nvlink' not in row['repair'],
+                                row['repair'])
         return result, rows
 
     def run_repair(self, command, snapshot_path):
@@ -101,6 +114,46 @@ class CheckTestCase(base.BaseTestCase):
 def _provider(document, name):
     return next(p for p in document['resource_providers']
                 if p['name'] == name)
+
+
+class TestRepairActsOnTheSnapshot(CheckTestCase):
+
+    def test_pasted_command_writes_next_to_the_snapshot(self):
+        flat = self.path('prod.json')
+        shutil.copy(fbase.H100_SNAPSHOT, flat)
+        result = self.nvlink('check', '--topology', self.topology,
+                             '--snapshot', flat, '-f', 'value', '-c',
+                             'repair')
+        self.assertEqual(2, result.code, result.stderr)
+        command = result.stdout.splitlines()[0]
+        self.assertIn(shlex.join(['--snapshot', flat, '--save-snapshot',
+                                  self.path('prod.repaired.json')]), command)
+        argv = shlex.split(command)
+        self.assertEqual(0, cli.run(self, *argv[1:]).code)
+        with open(fbase.H100_SNAPSHOT, 'rb') as f, open(flat, 'rb') as g:
+            self.assertEqual(f.read(), g.read())
+        self.assertTrue(os.path.exists(self.path('prod.repaired.json')))
+
+
+class TestMissingGroupCount(CheckTestCase):
+
+    def test_a_missing_group_counts_once(self):
+        # A flat H100 host misses 6 group providers: 12 rows (create, set
+        # traits), 6 in the metric.
+        prom = self.path('nvlink.prom')
+        result, rows = self.check(fbase.H100_SNAPSHOT, '--host', 'compute-01',
+                                  '--prometheus-textfile', prom)
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual(12, sum(r['drift'] == 'missing-group'
+                                 for r in rows))
+        m = _metrics(prom)
+        self.assertEqual(6, m[('nvlink_placement_drift',
+                               ('kind', 'missing-group'))])
+        self.assertEqual(6, m[('nvlink_placement_host_drift',
+                               ('host', 'compute-01'),
+                               ('kind', 'missing-group'))])
+        self.assertEqual(8, m[('nvlink_placement_drift',
+                               ('kind', 'wrong-parent'))])
 
 
 class TestRepairEveryDrift(CheckTestCase):

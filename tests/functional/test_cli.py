@@ -60,9 +60,9 @@ class TestTopologyCommands(base.BaseTestCase):
         self.assertEqual(6, len(rows))
         self.assertEqual({'host': 'compute-01',
                           'group': 'compute-01_nvlink-group-of-2-a',
-                          'size': 2, 'trait': 'CUSTOM_PCI_GROUP2',
+                          'size': 2, 'trait': ['CUSTOM_PCI_GROUP2'],
                           'members': ['0000:4c:00.0', '0000:5d:00.0'],
-                          'modules': [1, 3]}, rows[2])
+                          'modules': [1, 3], 'mesh': False}, rows[2])
 
 
 class TestReshapeCommands(base.BaseTestCase):

@@ -55,6 +55,69 @@ class _Html404(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class TestSummaryLines(base.BaseTestCase):
+    """reshape and flatten end with what they wrote, or would write."""
+
+    def test_dry_run_apply_and_flatten(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        args = ('--topology', fbase.H100_TOPOLOGY, '--snapshot',
+                fbase.H100_SNAPSHOT, '-f', 'value', '-c', 'action')
+        dry = cli.run(self, 'nvlink', 'reshape', '--dry-run', *args)
+        self.assertEqual(0, dry.code, dry.stderr)
+        self.assertIn('dry run: 43 writes planned on 2 hosts; nothing '
+                      'written\n', dry.stderr)
+        saved = os.path.join(tmp, 'after.json')
+        applied = cli.run(self, 'nvlink', 'reshape', '--save-snapshot',
+                          saved, *args)
+        self.assertIn('reshape: 43 writes made on 2 hosts\n',
+                      applied.stderr)
+        self.assertIn('%s: 30 resource providers, 1 consumer\n' % saved,
+                      applied.stderr)
+        flat = cli.run(self, 'nvlink', 'flatten', '--snapshot', saved,
+                       '--host', 'compute-01', '-f', 'value')
+        self.assertIn('flatten: 14 writes made on 1 host\n', flat.stderr)
+
+
+class TestOptionValues(base.BaseTestCase):
+
+    def test_workers_at_least_one(self):
+        for command in (['reshape', '--topology', fbase.H100_TOPOLOGY,
+                         '--snapshot', fbase.H100_SNAPSHOT, '--dry-run'],
+                        ['snapshot', '-o', 'x.json']):
+            result = cli.run(self, 'nvlink', *command + ['--workers', '0'])
+            self.assertEqual(3, result.code, command)
+            self.assertIn('argument --workers: 0: at least 1', result.stderr)
+
+    def test_save_snapshot_is_not_the_input(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'prod.json')
+        with open(fbase.H100_SNAPSHOT) as f, open(path, 'w') as g:
+            g.write(f.read())
+        before = os.path.getmtime(path)
+        result = cli.run(self, 'nvlink', 'reshape', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot', path,
+                         '--save-snapshot', path)
+        self.assertEqual(3, result.code)
+        self.assertIn('--save-snapshot %s is the --snapshot input: give '
+                      'another file' % path, result.stderr)
+        self.assertEqual(before, os.path.getmtime(path))
+
+    def test_flavor_without_disk(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'f.json')
+        with open(path, 'w') as f:
+            json.dump([{'name': 'f', 'vcpus': 1, 'ram': 1, 'extra_specs': {
+                'pci_passthrough:alias': 'h100:2'}}], f)
+        result = cli.run(self, 'nvlink', 'flavor', 'verify', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--flavors', path,
+                         '--resource-class', 'CUSTOM_PCI_10DE_2330')
+        self.assertEqual(1, result.code)
+        self.assertEqual('%s: flavor f: disk is missing (a non-negative '
+                         'integer, as in "openstack flavor show")\n' % path,
+                         result.stderr)
+
+
 class TestLiveModeErrors(base.BaseTestCase):
 
     def test_no_credentials_names_snapshot(self):
@@ -68,6 +131,16 @@ class TestLiveModeErrors(base.BaseTestCase):
                       'options; or run offline against a snapshot file with '
                       '--snapshot FILE', result.stderr)
         self.assertNotIn('Traceback', result.stderr)
+
+    def test_snapshot_without_credentials_names_from_topology(self):
+        self.useFixture(fixtures.EnvironmentVariable(
+            'OS_CLIENT_CONFIG_FILE', '/nonexistent/clouds.yaml'))
+        result = cli.run(self, 'nvlink', 'snapshot', '-o', 'x.json')
+        self.assertEqual(1, result.code)
+        self.assertIn('options; to write the trees Nova would report for a '
+                      'topology without a cloud, give --from-topology FILE; '
+                      '--snapshot FILE exports from a snapshot file',
+                      result.stderr)
 
     def test_flavor_by_name_with_snapshot(self):
         result = cli.run(self, 'nvlink', 'flavor', 'verify', '--flavor',
@@ -279,11 +352,11 @@ class TestFormats(base.BaseTestCase):
         lines = result.stdout.splitlines()
         self.assertEqual('| flavor      | host       | candidates | '
                          'valid_sets | invalid_sets | missing_sets | '
-                         'distinct_sets | duplicates |',
+                         'distinct_sets | duplicates | status |',
                          lines[1])
         self.assertEqual('| gpu.h100.1x | compute-02 |          8 |'
                          '          8 |            0 |            0 |'
-                         '             8 |          0 |',
+                         '             8 |          0 | ok     |',
                          lines[3])
         self.assertIn('gpu.h100.1x: 8 candidates, 8 distinct GPU sets, 0 '
                       'duplicates; reached 1 of 1 hosts with a free domain',
@@ -397,9 +470,12 @@ class TestWording(base.BaseTestCase):
 
     def test_capacity_names_hosts_not_reshaped(self):
         result = cli.run(self, 'nvlink', 'capacity', '--snapshot',
-                         fbase.H100_SNAPSHOT, '-f', 'value', '-c', 'size')
-        self.assertEqual(0, result.code, result.stderr)
-        self.assertEqual('1\n8\n1\n8\n1\n8\n', result.stdout)
+                         fbase.H100_SNAPSHOT, '-f', 'value', '-c', 'size',
+                         '-c', 'state')
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual(['1 not reshaped', '8 not reshaped'] * 2 +
+                         ['1 2 hosts not reshaped', '8 2 hosts not reshaped'],
+                         result.stdout.splitlines())
         self.assertIn('2 hosts not reshaped (compute-01, compute-02): no '
                       'NVLink groups in Placement, so only sizes 1 and '
                       'whole-host are listed; run "openstack nvlink '
@@ -410,7 +486,8 @@ class TestWording(base.BaseTestCase):
                           fbase.H100_SNAPSHOT, '--save-snapshot', saved)
         self.assertEqual(0, reshape.code, reshape.stderr)
         after = cli.run(self, 'nvlink', 'capacity', '--snapshot', saved)
-        self.assertNotIn('not reshaped', after.stderr)
+        self.assertEqual(0, after.code, after.stderr)
+        self.assertNotIn('not reshaped', after.stderr + after.stdout)
 
     def test_dry_run_with_save_snapshot_is_a_usage_error(self):
         saved = os.path.join(self.tmp, 'out.json')
@@ -670,7 +747,7 @@ class TestNewcomerTrial(base.BaseTestCase):
                          fbase.H100_SNAPSHOT, '--save-snapshot', out,
                          '-f', 'value', '-c', 'action')
         self.assertEqual(0, result.code, result.stderr)
-        self.assertIn('%s: 30 resource providers, 1 consumers\n' % out,
+        self.assertIn('%s: 30 resource providers, 1 consumer\n' % out,
                       result.stderr)
         with open(out) as f:
             self.assertEqual(30, len(json.load(f)['resource_providers']))

@@ -89,8 +89,9 @@ class TestReshapeOverHttp(base.BaseTestCase):
         exported = openstack('nvlink', 'snapshot', '--host', 'compute-01',
                              '-o', out, *auth)
         self.assertEqual(0, exported.returncode, exported.stderr)
-        self.assertEqual('%s: 15 resource providers, 0 consumers\n' % out,
-                         exported.stdout)
+        self.assertEqual('', exported.stdout)
+        self.assertIn('%s: 15 resource providers, 0 consumers\n' % out,
+                      exported.stderr)
         document = snapshot.read_file(out)
         self.assertEqual({'compute-01'}, {
             rp['name'].split('_')[0]

@@ -97,7 +97,7 @@ class TestUsageErrors(base.BaseTestCase):
             (('check', '--topology', TOPOLOGY, '--retry-window', 'soon'),
              "argument --retry-window: 'soon' is not a number of seconds"),
             (('reshape', '--topology', TOPOLOGY, '--workers', 'many'),
-             "argument --workers: invalid int value: 'many'"),
+             "argument --workers: 'many' is not a whole number"),
             (('reshape', '--topology', TOPOLOGY, '--save-snapshot', 'x.json'),
              '--save-snapshot needs --snapshot'),
             (('snapshot', '--from-topology', TOPOLOGY, '--vcpus', '0', '-o',

@@ -285,6 +285,30 @@ class TestReshapedFlavors(_FlavorCase):
         self.assertIn('HTTP 400', result.problems[0])
 
 
+class TestSizeWithoutDomain(_FlavorCase):
+    """A size no domain serves, on a reshaped tree, says so."""
+
+    def test_three_gpus_on_domains_of_two_four_and_eight(self):
+        seed_all(self.client)
+        flavor = {'name': 'gpu.h100.3x', 'vcpus': 48, 'ram': 393216,
+                  'disk': 100, 'extra_specs': {
+                      'pci_passthrough:alias': 'h100:3:_h100',
+                      'trait_nvl3:CUSTOM_PCI_GROUP3': 'required',
+                      'placement:same_subtree': '_h100-0,_h100-1,_h100-2,'
+                                                '_nvl3',
+                      'placement:group_policy': 'none'}}
+        result = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
+                             [flavor])['gpu.h100.3x']
+        self.assertFalse(result.ok)
+        self.assertIn('No such trait(s): CUSTOM_PCI_GROUP3',
+                      result.problems[0])
+        self.assertIn('(no NVLink domain of the topology serves 3 GPUs, so '
+                      'no group trait names that size; the domains serve '
+                      '2, 4 GPUs: give the flavor one of those sizes)',
+                      result.problems[0])
+        self.assertNotIn('not reshaped', result.problems[0])
+
+
 class TestFlatTree(_FlavorCase):
     """The same flavors before reshape: Nova's flat tree."""
 
@@ -384,6 +408,41 @@ class TestCli(oslo_base.BaseTestCase):
              'invalid_sets': 0, 'missing_sets': 0}
             for size, candidates, valid in ((1, 8, 8), (2, 4, 4),
                                             (4, 2, 2))], json.loads(out))
+
+    def test_flavor_name_selects_from_the_file(self):
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '1,2', '-f', 'json')
+        flavors = self.write('flavors.json', out)
+        verify = ('nvlink', 'flavor', 'verify', '--snapshot',
+                  base.H100_SNAPSHOT, '--topology', base.H100_TOPOLOGY,
+                  '--flavors', flavors, '--resource-class', H100_RC)
+        code, out, err = self.openstack(*verify + (
+            '--flavor', 'gpu.h100.1x', '-f', 'value', '-c', 'flavor'))
+        self.assertEqual(0, code, err)
+        self.assertEqual(['gpu.h100.1x'] * 2, out.splitlines())
+        code, out, err = self.openstack(*verify + ('--flavor', 'gpu.x'))
+        self.assertEqual(1, code)
+        self.assertIn('no flavor gpu.x in %s (it has: gpu.h100.1x, '
+                      'gpu.h100.2x)' % flavors, err)
+        self.assertNotIn('credentials', err)
+
+    def test_rows_say_the_tree_is_not_reshaped(self):
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '1,2', '-f', 'json')
+        flavors = self.write('flavors.json', out)
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'verify', '--snapshot', base.H100_SNAPSHOT,
+            '--topology', base.H100_TOPOLOGY, '--flavors', flavors,
+            '--resource-class', H100_RC, '-f', 'value', '-c', 'flavor',
+            '-c', 'host', '-c', 'status')
+        self.assertEqual(1, code, err)
+        self.assertEqual(['gpu.h100.1x compute-01 ok',
+                          'gpu.h100.1x compute-02 ok',
+                          'gpu.h100.2x compute-01 not reshaped',
+                          'gpu.h100.2x compute-02 not reshaped'],
+                         out.splitlines())
 
     def test_example_snapshot_with_the_nova_34_query(self):
         reshaped = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -521,3 +580,51 @@ class TestCli(oslo_base.BaseTestCase):
         self.assertIn('optimize_for_wide_provider_trees = True\n', out)
         self.assertNotIn('"address"', out)
         self.assertNotIn('allow_pci_traits_in_flavor', out)
+
+
+class TestPciIdForms(oslo_base.BaseTestCase):
+    """``0x10de`` (sysfs), ``10DE`` and ``10de`` are one id everywhere."""
+
+    def topology(self, *forms):
+        with open(B200_TOPOLOGY) as f:
+            text = f.read()
+        lines = text.splitlines(True)
+        done = 0
+        for i, line in enumerate(lines):
+            if 'vendor_id: "10de"' in line:
+                vendor, device = forms[done % len(forms)]
+                lines[i] = line.replace('"10de"', '"%s"' % vendor).replace(
+                    '"2901"', '"%s"' % device)
+                done += 1
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'mixed.yaml')
+        with open(path, 'w') as f:
+            f.write(''.join(lines))
+        return path
+
+    def test_every_form_gives_novas_class_and_alias(self):
+        path = self.topology(('0x10de', '0x2901'), ('10DE', '2901'),
+                             ('10de', '0X2901'))
+        out = os.path.join(os.path.dirname(path), 's.json')
+        result = cli.run(self, 'nvlink', 'snapshot', '--from-topology', path,
+                         '-o', out)
+        self.assertEqual(0, result.code, result.stderr)
+        with open(out) as f:
+            classes = {rc for rp in json.load(f)['resource_providers']
+                       for rc in rp['inventories']}
+        self.assertEqual({'CUSTOM_PCI_10DE_2901', 'VCPU', 'MEMORY_MB',
+                          'DISK_GB'}, classes)
+        result = cli.run(self, 'nvlink', 'nova-config', '--topology', path,
+                         '--alias', 'b200', '--ini')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('alias = {"name": "b200", "vendor_id": "10de", '
+                      '"product_id": "2901"}\n', result.stdout)
+
+    def test_not_an_id_names_the_key(self):
+        path = self.topology(('0x10dex', '2901'))
+        result = cli.run(self, 'nvlink', 'topology', 'validate',
+                         '--topology', path)
+        self.assertEqual(1, result.code)
+        self.assertIn('%s: hosts.compute-b200-01.gpus["0000:17:00.0"].'
+                      "vendor_id: '0x10dex' is not a PCI id (4 hex digits, "
+                      'e.g. 10de or 0x10de)\n' % path, result.stderr)

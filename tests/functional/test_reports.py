@@ -30,14 +30,16 @@ class TestReports(base.BaseTestCase):
         # compute-01 runs a 1-GPU instance on module 5 (pair {5,7}).
         self.assertEqual({'host': 'compute-01', 'size': 2, 'fits': 3,
                           'free_gpus': 7, 'used_gpus': 1,
-                          'reserved_gpus': 0, 'broken_domains': 1},
+                          'reserved_gpus': 0, 'broken_domains': 1,
+                          'state': 'reshaped'},
                          rows[('compute-01', 2)])
         self.assertEqual(1, rows[('compute-01', 4)]['fits'])
         self.assertEqual(0, rows[('compute-01', 8)]['fits'])
         self.assertEqual(4, rows[('compute-02', 2)]['fits'])
         self.assertEqual({'host': 'total', 'size': 4, 'fits': 3,
                           'free_gpus': 15, 'used_gpus': 1,
-                          'reserved_gpus': 0, 'broken_domains': 1},
+                          'reserved_gpus': 0, 'broken_domains': 1,
+                          'state': 'reshaped'},
                          rows[('total', 4)])
         by_topology = cli.run(self, 'nvlink', 'capacity', '--snapshot',
                               self.after, '--topology', fbase.H100_TOPOLOGY,
@@ -51,14 +53,16 @@ class TestReports(base.BaseTestCase):
                          fbase.H100_SNAPSHOT, '--topology',
                          fbase.H100_TOPOLOGY, '--host', 'compute-01',
                          '-f', 'value')
-        self.assertEqual(['compute-01 1 7 7 1 0 0',
-                          'compute-01 2 3 7 1 0 1',
-                          'compute-01 4 1 7 1 0 1',
-                          'compute-01 8 0 7 1 0 1',
-                          'total 1 7 7 1 0 0',
-                          'total 2 3 7 1 0 1',
-                          'total 4 1 7 1 0 1',
-                          'total 8 0 7 1 0 1'],
+        # The rows and the exit status say the tree is not reshaped yet.
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual(['compute-01 1 7 7 1 0 0 not reshaped',
+                          'compute-01 2 3 7 1 0 1 not reshaped',
+                          'compute-01 4 1 7 1 0 1 not reshaped',
+                          'compute-01 8 0 7 1 0 1 not reshaped',
+                          'total 1 7 7 1 0 0 1 host not reshaped',
+                          'total 2 3 7 1 0 1 1 host not reshaped',
+                          'total 4 1 7 1 0 1 1 host not reshaped',
+                          'total 8 0 7 1 0 1 1 host not reshaped'],
                          result.stdout.splitlines())
 
     def test_tree_text_and_dot(self):
@@ -80,6 +84,17 @@ class TestReports(base.BaseTestCase):
         self.assertTrue(dot.stdout.startswith('digraph placement {'))
         self.assertEqual(28, dot.stdout.count(' -> '))
         self.assertEqual(1, dot.stdout.count('#ffcc80'))   # one GPU used
+
+    def test_tree_table_shows_no_none(self):
+        table = cli.run(self, 'nvlink', 'tree', '--snapshot', self.after,
+                        '--host', 'compute-01', '-f', 'table')
+        self.assertEqual(0, table.code, table.stderr)
+        self.assertNotIn('None', table.stdout)
+        rows = json.loads(cli.run(self, 'nvlink', 'tree', '--snapshot',
+                                  self.after, '--host', 'compute-01', '-f',
+                                  'json').stdout)
+        self.assertEqual((None, None, None), (
+            rows[0]['parent'], rows[0]['module'], rows[0]['status']))
 
     def test_flatten_cli_and_check_all(self):
         flat = os.path.join(self.tmp, 'flat.json')
@@ -106,9 +121,11 @@ class TestReports(base.BaseTestCase):
         kinds = sorted({(r['host'], r['drift'], r['repair']) for r in rows})
         # The dropped host's groups: flatten repairs them (its GPUs, flat
         # again after it, are not drift: the topology does not list them).
-        self.assertEqual([('compute-02', 'unexpected-group',
-                           'openstack nvlink flatten --host compute-02'),
-                          ('compute-02', 'wrong-parent',
-                           'openstack nvlink flatten --host compute-02')],
+        # The repair acts on the checked snapshot (a new file next to it).
+        flatten = ('openstack nvlink flatten --host compute-02 --snapshot %s '
+                   '--save-snapshot %s' % (self.after, self.after.replace(
+                       '.json', '.repaired.json')))
+        self.assertEqual([('compute-02', 'unexpected-group', flatten),
+                          ('compute-02', 'wrong-parent', flatten)],
                          kinds)
         self.assertEqual(6 + 8, len(rows))

@@ -30,8 +30,8 @@ class TestFromTopology(base.BaseTestCase):
                        fbase.H100_TOPOLOGY, '--resource-class',
                        'CUSTOM_PCI_10DE_2330', '-o', out)
         self.assertEqual(0, made.code, made.stderr)
-        self.assertEqual('%s: 18 resource providers, 0 consumers\n' % out,
-                         made.stdout)
+        self.assertEqual(('', '%s: 18 resource providers, 0 consumers\n'
+                          % out), (made.stdout, made.stderr))
         with open(out, 'rb') as f:
             first = f.read()
         again = cli.run(self, 'nvlink', 'snapshot', '--from-topology',
@@ -67,6 +67,22 @@ class TestFromTopology(base.BaseTestCase):
         self.assertEqual(64, document['resource_providers'][0][
             'inventories']['VCPU']['total'])
 
+    def test_bad_resource_class_names_the_option(self):
+        out = os.path.join(self.tmp, 'x.json')
+        for command in (['snapshot', '--from-topology', fbase.H100_TOPOLOGY,
+                         '-o', out],
+                        ['flavor', 'verify', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--flavors', out]):
+            result = cli.run(self, 'nvlink', *command + [
+                '--resource-class', 'custom_x y'])
+            self.assertEqual(3, result.code)
+            self.assertIn("error: argument --resource-class: 'custom_x y' is "
+                          "not a resource class: Nova makes it 'CUSTOM_X Y'",
+                          result.stderr)
+            self.assertNotIn(fbase.H100_TOPOLOGY + ':', result.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_sizes_must_be_positive(self):
         result = cli.run(self, 'nvlink', 'snapshot', '--from-topology',
                          fbase.H100_TOPOLOGY, '--resource-class', 'X',
@@ -80,8 +96,9 @@ class TestFromTopology(base.BaseTestCase):
                          fbase.H100_SNAPSHOT, '--host', 'compute-01', '-o',
                          out)
         self.assertEqual(0, result.code, result.stderr)
-        self.assertEqual('%s: 9 resource providers, 1 consumers\n' % out,
-                         result.stdout)
+        self.assertEqual('', result.stdout)
+        self.assertIn('%s: 9 resource providers, 1 consumer\n' % out,
+                      result.stderr)
         unknown = cli.run(self, 'nvlink', 'snapshot', '--snapshot',
                           fbase.H100_SNAPSHOT, '--host', 'compute-09', '-o',
                           out)
@@ -138,9 +155,9 @@ class TestProgress(base.BaseTestCase):
         self.assertEqual(document, exported)
         # Traits read per provider (20 in use, 6 and the 14 member traits,
         # for 18 providers: fewer GETs), inventories, allocations of the 2
-        # nodes and the allocated GPU, the roots' aggregates; the one
-        # consumer is read first, with no bar.
+        # nodes and the allocated GPU, the aggregates of every provider;
+        # the one consumer is read first, with no bar.
         self.assertEqual([('trait set', 18), ('inventory', 18),
-                          ('allocation', 3), ('root', 2)],
+                          ('allocation', 3), ('aggregate set', 18)],
                          [(b.unit, b.total) for b in bars])
         self.assertTrue(all(b.closed and b.done == b.total for b in bars))

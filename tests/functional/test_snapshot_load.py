@@ -228,6 +228,17 @@ class TestPreloadedServer(oslo_base.BaseTestCase):
         self.assertEqual(document, snapshot_api.export(client, workers=4))
         self.assertEqual('INSTANCE', client.get(
             '/allocations/%s' % INSTANCE, version='1.38')['consumer_type'])
+        # Without a token (--os-auth-type none): 401, and what to do.
+        from keystoneauth1 import adapter
+        from keystoneauth1 import session
+        bare = pc.PlacementClient(adapter.Adapter(
+            session.Session(), service_type='placement',
+            endpoint_override=server.url), retry_window=0)
+        exc = self.assertRaises(errors.PlacementError, bare.get,
+                                '/resource_providers')
+        self.assertEqual(401, exc.status)
+        self.assertIn('takes --os-auth-type admin_token --os-token admin '
+                      '--os-endpoint URL)', str(exc))
 
 
 class TestOverCapacity(oslo_base.BaseTestCase):

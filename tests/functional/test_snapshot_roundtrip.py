@@ -218,8 +218,8 @@ class TestRoundTrip(base.BaseTestCase):
         # class, bandwidth, MEMORY_MB, DISK_GB; VCPU's capacity is above
         # its max_unit); allocations of the 30 providers not proven
         # unused (4 nodes, 4 bridges, 22 GPUs allocated or reserved);
-        # aggregates of the roots (4); consumers (14).
-        self.assertEqual({'GET': 3 + 23 + 44 + 4 + 30 + 4 + 14}, requests)
+        # aggregates of every provider (44); consumers (14).
+        self.assertEqual({'GET': 3 + 23 + 44 + 4 + 30 + 44 + 14}, requests)
 
     def check_api_fallback(self, document):
         self.useFixture(fixtures.MockPatchObject(

@@ -103,14 +103,36 @@ class TestSplitAllocations(base.PlacementTestCase):
         self.client.requests.clear()
         run.run(self.client, hosts, apply=False, allocations=run.ALL_HOSTS)
         # 2 to plan (no trait of ours exists yet), the resource classes,
-        # the free GPUs of the one GPU class, then the allocations of the 8
-        # GPUs in use.
-        self.assertEqual({'GET': 2 + 2 + 8}, dict(self.client.requests))
+        # the free GPUs of the one GPU class, the node's allocations (no
+        # consumer there: these hold GPUs only), then the allocations of
+        # the 8 GPUs in use that no consumer of the node accounts for.
+        self.assertEqual({'GET': 2 + 2 + 1 + 8}, dict(self.client.requests))
         run.run(self.client, hosts)
         self.client.requests.clear()
         # reshape looks only at hosts it changes: none now.
         run.run(self.client, hosts, allocations=run.CHANGED_HOSTS)
         self.assertEqual({'GET': 5}, dict(self.client.requests))
+
+    def test_one_read_per_instance_not_per_gpu(self):
+        # Instances as Nova writes them: VCPU and memory on the node, the
+        # GPUs below. The node's allocations name them; one read each
+        # gives all their GPUs.
+        for consumer in (SPLIT_PAIR, GOOD_PAIR, SPLIT_QUAD):
+            body = self.client.get('/allocations/%s' % consumer)
+            allocations = {rp: a['resources']
+                           for rp, a in body['allocations'].items()}
+            allocations[self.names[HOST]] = {'VCPU': 4, 'MEMORY_MB': 1024}
+            self.client.request('DELETE', '/allocations/%s' % consumer,
+                                expect=(204,))
+            novalike.allocate(self.client, consumer, allocations)
+        self.client.requests.clear()
+        findings = run.run(self.client, self.hosts, apply=False,
+                           allocations=run.ALL_HOSTS).findings
+        self.assertEqual([SPLIT_PAIR, SPLIT_QUAD],
+                         [f.consumer for f in findings])
+        # Planning 2, free GPUs 2, the node 1, the 3 instances 3 (was one
+        # per GPU in use: 8).
+        self.assertEqual({'GET': 2 + 2 + 1 + 3}, dict(self.client.requests))
 
 
 class TestCommands(oslotest_base.BaseTestCase):

@@ -17,6 +17,7 @@ from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.flavors import request
 from nvlink_placement.osc import logmask
+from nvlink_placement import redact
 from nvlink_placement.topology import loader
 from tests.functional import cli
 
@@ -257,6 +258,29 @@ class TestClearMessages(FilesTest):
              'UTF-8: convert it, e.g. iconv -f UTF-16 -t UTF-8' % path],
             self.problems(path))
 
+    def test_a_directory_is_named_as_one(self):
+        for option in ('--topology', '--flavors'):
+            argv = ['nvlink', 'flavor', 'verify', '--topology', EXAMPLE,
+                    '--snapshot', SNAPSHOT, '--flavors', self.dir]
+            if option == '--topology':
+                argv[4] = self.dir
+            result = self.openstack(*argv)
+            self.assertEqual(
+                (1, '%s: is a directory, not a file\n' % self.dir),
+                (result.code, result.stderr), option)
+
+    def test_validate_names_a_board_host_listing_some_gpus(self):
+        path = self.write('three.yaml', (
+            'version: 1\nhosts:\n  h:\n    board: hgx-h100-8gpu\n'
+            '    gpus:\n      "0000:19:00.0": 1\n'
+            '      "0000:3b:00.0": 2\n      "0000:4c:00.0": 5\n'))
+        result = self.openstack('nvlink', 'topology', 'validate',
+                                '--topology', path)
+        self.assertEqual(0, result.code, result.stderr)
+        # A note on stderr (topology coverage), the exit code unchanged.
+        self.assertIn('warning: %s: hosts.h: lists 3 of the 8 GPUs of board '
+                      'hgx-h100-8gpu' % path, result.stderr)
+
     def test_deep_nesting(self):
         path = self.write('t.yaml', 'version: 1\nhosts: ' + '[' * 200 +
                           ']' * 200 + '\n')
@@ -458,6 +482,36 @@ class TestSecretsInLogs(FilesTest):
         self.assertTrue(hook)
         for line in hook:
             self.assertIn("'passcode': '***'", line)
+
+    def test_credentials_inside_an_endpoint_url(self):
+        # keystoneauth logs the URL in every REQ line, the error names it,
+        # and --debug prints the traceback with it.
+        for debug in ([], ['--debug']):
+            result = cli.run(self, *debug + [
+                '--os-auth-type', 'admin_token', '--os-token', 't',
+                '--os-endpoint', 'http://admin:s3cr3t@127.0.0.1:9/',
+                'nvlink', 'check', '--topology', EXAMPLE,
+                '--retry-window', '0'])
+            self.assertEqual(1, result.code)
+            self.assertNotIn('s3cr3t', result.stderr + result.stdout)
+            self.assertIn('cannot reach Placement: Unable to establish '
+                          'connection to http://admin:***@127.0.0.1:9/',
+                          result.stderr)
+            if debug:
+                self.assertIn('REQ: curl -g -i -X GET '
+                              'http://admin:***@127.0.0.1:9/',
+                              result.stderr)
+                self.assertIn('Traceback', result.stderr)
+
+    def test_url_credentials_in_text(self):
+        self.assertEqual(
+            "{'endpoint': 'http://u:***@h:8778/', 'x': 'https://***@h/'} "
+            'me@example.org http://h:80/a@b',
+            redact.url_credentials(
+                "{'endpoint': 'http://u:pw@h:8778/', 'x': 'https://tok@h/'} "
+                'me@example.org http://h:80/a@b'))
+        self.assertEqual('--os-auth-url http://u:***@k/v3',
+                         logmask.mask('--os-auth-url http://u:pw@k/v3'))
 
     def test_every_keystoneauth_secret_option(self):
         # keystoneauth marks them secret=True; osc_lib registers them all.

@@ -144,8 +144,15 @@ class TestLoader(base.BaseTestCase):
     def test_unknown_board(self):
         found = self.problems(H100.replace('hgx-h100-8gpu', 'hgx-z1'))
         self.assertEqual('F: hosts.compute-01.board', found[0][0])
-        self.assertIn("unknown board 'hgx-z1'", found[0][1])
+        self.assertIn("unknown board 'hgx-z1'; boards defined in the file: "
+                      "none; built-in: ", found[0][1])
         self.assertIn('hgx-b200-8gpu', found[0][1])
+        # A near name: the nearest, not the whole catalogue.
+        found = self.problems(H100.replace('hgx-h100-8gpu', 'hgx-h100-8gp'))
+        self.assertEqual([('F: hosts.compute-01.board',
+                           "unknown board 'hgx-h100-8gp'; did you mean "
+                           "hgx-h100-8gpu or hgx-h800-8gpu or "
+                           "hgx-h200-8gpu?")], found[:1])
 
     def test_crossing_groups(self):
         found = self.problems(

@@ -232,6 +232,48 @@ class TestValidate(base.BaseTestCase):
             's.json: resource_providers[2].uuid: uuid %s is also '
             'resource_providers[1]' % GPU], sorted(self.problems(document)))
 
+    def test_one_uuid_spelled_twice_is_one_provider(self):
+        # Placement stores str(UUID(x)): the upper-case spelling of GPU is
+        # GPU, and Placement would refuse the second POST with 409.
+        document = example()
+        document['resource_providers'].append(
+            dict(document['resource_providers'][1], name='other',
+                 uuid=GPU.upper().replace('-', '')))
+        self.assertEqual([
+            's.json: resource_providers[2].uuid: uuid %s is also '
+            'resource_providers[1] (written %s there: one uuid, which '
+            'Placement stores as %s)'
+            % (GPU.upper().replace('-', ''), GPU, GPU)],
+            self.problems(document))
+
+    def test_one_provider_spelled_twice_in_an_allocation(self):
+        document = example()
+        allocations = document['allocations'][CONSUMER]['allocations']
+        allocations[GPU.upper()] = {'resources': {RC: 1}}
+        self.assertEqual([
+            's.json: allocations["%s"].allocations["%s"]: provider %s is '
+            'also listed as %s (one uuid spelled twice)'
+            % (CONSUMER, GPU.upper(), GPU.upper(), GPU)],
+            self.problems(document))
+
+    def test_text_placement_cannot_store(self):
+        # A lone surrogate is valid JSON ("\ud800") but has no UTF-8 form.
+        document = example()
+        document['resource_providers'][0]['name'] = 'compute-\ud800'
+        document['allocations'][CONSUMER]['project_id'] = '\udfff'
+        document['allocations'][CONSUMER]['user_id'] = 'u\ud83d'
+        self.assertEqual([
+            's.json: allocations["%s"].project_id: "\\udfff" holds the lone '
+            'surrogate U+DFFF at character 0, which has no UTF-8 form: '
+            'Placement cannot store it' % CONSUMER,
+            's.json: allocations["%s"].user_id: "u\\ud83d" holds the lone '
+            'surrogate U+D83D at character 1, which has no UTF-8 form: '
+            'Placement cannot store it' % CONSUMER,
+            's.json: resource_providers[0].name: "compute-\\ud800" holds '
+            'the lone surrogate U+D800 at character 8, which has no UTF-8 '
+            'form: Placement cannot store it'],
+            sorted(self.problems(document)))
+
     def test_reserved_above_total(self):
         document = example()
         document['resource_providers'][0]['inventories']['VCPU'][
@@ -278,6 +320,46 @@ class TestValidate(base.BaseTestCase):
         problems = self.problems(document)
         self.assertEqual(snapshot.MAX_PROBLEMS + 1, len(problems))
         self.assertEqual('s.json: ... and 15 more problems', problems[-1])
+
+
+class TestCanonicalUuids(base.BaseTestCase):
+    """Provider uuids are read in the form Placement stores."""
+
+    SPELLINGS = (CN.upper(), CN.replace('-', ''), '{%s}' % CN,
+                 'urn:uuid:%s' % CN, CN.upper().replace('-', ''))
+
+    def test_every_spelling_becomes_placements(self):
+        for spelling in self.SPELLINGS:
+            document = example()
+            document['resource_providers'][0]['uuid'] = spelling
+            document['resource_providers'][1]['parent_provider_uuid'] = \
+                spelling.lower()
+            allocations = document['allocations'][CONSUMER]['allocations']
+            allocations[spelling] = allocations.pop(CN)
+            snapshot.validate(document)
+            self.assertEqual(example(), snapshot.canonical(document),
+                             spelling)
+
+    def test_aggregates_and_consumers_are_kept_as_written(self):
+        # Placement stores both verbatim (PUT .../aggregates, POST
+        # /allocations), and member_of compares them as written.
+        document = example()
+        document['resource_providers'][0]['aggregates'] = [
+            'A0E1C2D3-0000-4000-8000-000000000001']
+        document['allocations'] = {CONSUMER.upper(): document[
+            'allocations'][CONSUMER]}
+        self.assertIs(document, snapshot.canonical(document))
+
+    def test_read_file_gives_the_canonical_form(self):
+        document = example()
+        document['resource_providers'][1]['uuid'] = GPU.upper()
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            's.json')
+        with open(path, 'w') as f:
+            json.dump(document, f)
+        read = snapshot.read_file(path)
+        self.assertEqual(GPU, read['resource_providers'][1]['uuid'])
+        self.assertEqual(example(), read)
 
 
 class TestCanonicalForm(base.BaseTestCase):

@@ -172,8 +172,9 @@ class TestFmView(base.BaseTestCase):
         ids = dict.fromkeys(HOST, 1)
         exc = self.assertRaises(errors.NvlinkError, fmp.fm_view,
                                 self._report(helpers.H100_TABLE), HOST, ids)
-        self.assertIn('Fabric Manager partitions (fmpm) need unique module '
-                      'ids, but module id 1 is reported for 0000:18:00.0, '
+        self.assertIn('Fabric Manager partitions (fmpm): module ids must '
+                      'be unique, but module id 1 is reported for '
+                      '0000:18:00.0, '
                       '0000:2a:00.0, ', str(exc))
 
     def test_gpu_not_on_host(self):

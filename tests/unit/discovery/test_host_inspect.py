@@ -213,6 +213,30 @@ class TestFabricManagerSources(HostInspectTest):
             'but the matrix has no NVLink between {0000:18:00.0, '
             '0000:2a:00.0} and {0000:3a:00.0, 0000:5d:00.0}' % topo, message)
 
+    def test_topo_matrix_needs_the_query_before_anything_else(self):
+        topo = self.write('topo.txt', 'x\n')
+        code, out, err = self.run_main('--topo-matrix', topo, '--no-fm',
+                                       '--sysfs-root', '/nonexistent')
+        self.assertEqual(
+            (1, 'nvlink-host-inspect: error: %s numbers GPUs by NVML index; '
+                'only `nvidia-smi -q` maps them to PCI addresses: give '
+                '--nvidia-smi-q too\n' % topo), (code, err))
+
+    def test_nvswitch_board_without_nvlink_is_not_healthy(self):
+        # Every pair SYS on an HGX H100 (NVSwitches in sysfs): judged
+        # against the board's NV18, every GPU is degraded.
+        query = self.write('q.txt', helpers.h100_query_all_gpus())
+        topo = self.write('topo.txt', helpers.topo_text(8, lambda i, j:
+                                                        'SYS'))
+        host = self.inspect('--board', 'hgx-h100-8gpu', '--nvidia-smi-q',
+                            query, '--topo-matrix', topo, '--no-fm')
+        statuses = {a: g['health']['status']
+                    for a, g in host['gpus'].items()}
+        self.assertEqual({'degraded'}, set(statuses.values()), statuses)
+        self.assertIn('expected NV18 (board hgx-h100-8gpu, nvidia-smi topo '
+                      '-m)', host['gpus']['0000:18:00.0']['health'][
+                          'reasons'][0])
+
     def test_bridge_pairs_from_matrix(self):
         query = self.write('q.txt', helpers.h100_query_all_gpus())
         pairs = ({0, 1}, {2, 3}, {4, 5}, {6, 7})
@@ -725,6 +749,7 @@ class TestHostSideImports(base.BaseTestCase):
             ours = ('nvlink_placement.cmd.', 'nvlink_placement.discovery.',
                     'nvlink_placement.fabric')
             allowed = {'nvlink_placement', 'nvlink_placement.errors',
+                       'nvlink_placement.redact',
                        'nvlink_placement.documents',
                        'nvlink_placement.topology',
                        'nvlink_placement.topology.pci',

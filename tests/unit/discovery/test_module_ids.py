@@ -110,7 +110,7 @@ class TestMergeAndInvert(base.BaseTestCase):
             {'0000:31:00.0': 1, '0000:17:00.0': 1, '0000:4b:00.0': 4,
              '0000:ca:00.0': 4}, 'Fabric Manager partitions (fm)')
         self.assertEqual(
-            'Fabric Manager partitions (fm) need unique module ids, but '
+            'Fabric Manager partitions (fm): module ids must be unique, but '
             'module id 1 is reported for 0000:17:00.0, 0000:31:00.0; module '
             'id 4 is reported for 0000:4b:00.0, 0000:ca:00.0 (PCIe cards and '
             'VMs repeat module ids; give the real map with --mapping)',

@@ -140,7 +140,21 @@ class TestScan(base.BaseTestCase):
                                 '/nonexistent/sys')
         self.assertEqual('cannot list PCI devices in '
                          '/nonexistent/sys/bus/pci/devices: No such file or '
-                         'directory', str(exc))
+                         'directory; run nvlink-host-inspect on the GPU '
+                         'host, or give --sysfs-root a copy of its /sys (to '
+                         'plan before the hosts exist, write the topology by '
+                         'hand: "openstack nvlink snapshot --from-topology '
+                         'FILE" gives the trees Nova will report)', str(exc))
+
+    def test_entry_that_is_not_a_pci_address(self):
+        host = self.useFixture(helpers.FakeSysfs())
+        os.makedirs(os.path.join(host.root, 'bus', 'pci', 'devices',
+                                 'notes.txt'))
+        exc = self.assertRaises(errors.NvlinkError, sysfs.scan, host.root)
+        self.assertEqual(
+            "%s/bus/pci/devices/notes.txt: not a PCI address (expected "
+            "dddd:bb:dd.f, as the kernel names the entries there): is "
+            "--sysfs-root a copy of a host's /sys?" % host.root, str(exc))
 
     def test_missing_attribute_names_the_file(self):
         host = self.useFixture(helpers.FakeSysfs())

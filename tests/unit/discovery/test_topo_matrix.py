@@ -123,6 +123,61 @@ class TestAnalyse(base.BaseTestCase):
              '(nvidia-smi topo -m)' % a[5]], view.degraded[a[2]])
         self.assertEqual([a[2], a[5]], sorted(view.degraded))
 
+    def test_nvswitch_board_one_gpu_with_its_links_down(self):
+        # Only the GPU whose own links are down is degraded: its peers
+        # reach each other at NV18.
+        view = self._view(8, lambda i, j: 'SYS' if 3 in (i, j) else 'NV18',
+                          nvswitch_board=True)
+        a = _addresses(8)
+        self.assertEqual([a[3]], list(view.degraded))
+        self.assertEqual(
+            ['no NVLink to %s although the GPUs share an NVLink domain '
+             '(nvidia-smi topo -m)' % ', '.join(
+                 '%s: SYS' % x for x in a if x != a[3])],
+            view.degraded[a[3]])
+        self.assertEqual([], view.notes)
+
+    def test_nvswitch_board_without_any_nvlink(self):
+        # Every pair SYS: no GPU is healthy, and nothing tells the design.
+        view = self._view(8, lambda i, j: 'SYS', nvswitch_board=True)
+        a = _addresses(8)
+        self.assertEqual(a, sorted(view.degraded))
+        self.assertEqual(['no NVLink to any GPU although the board has '
+                          'NVSwitches (nvidia-smi topo -m)'],
+                         view.degraded[a[0]])
+        self.assertEqual(['m.txt: no GPU pair shows NVLink although the '
+                          'board has NVSwitches: the links or the fabric '
+                          'are down, and the designed count is unknown '
+                          "(give --board to judge against the board's)"],
+                         view.notes)
+
+    def test_nvswitch_board_judged_against_the_catalogue(self):
+        a = _addresses(8)
+        matrix = topo_matrix.parse(helpers.topo_text(8, lambda i, j: 'SYS'),
+                                   'm.txt')
+        view = topo_matrix.analyse(matrix, a, True,
+                                   switched_links=('hgx-h100-8gpu', 18))
+        self.assertEqual(a, sorted(view.degraded))
+        self.assertIn('%s: SYS, expected NV18' % a[1], view.degraded[a[0]][0])
+        self.assertIn('(board hgx-h100-8gpu, nvidia-smi topo -m)',
+                      view.degraded[a[0]][0])
+        self.assertEqual([], view.notes)
+        # NV12 everywhere is healthy for an A100 board, not for an H100.
+        matrix = topo_matrix.parse(helpers.topo_text(8, lambda i, j: 'NV12'),
+                                   'm.txt')
+        view = topo_matrix.analyse(matrix, a, True,
+                                   switched_links=('hgx-h100-8gpu', 18))
+        self.assertEqual(a, sorted(view.degraded))
+        self.assertIn('below the expected NV18 (board hgx-h100-8gpu',
+                      view.degraded[a[0]][0])
+        view = topo_matrix.analyse(matrix, a, True,
+                                   switched_links=('hgx-a100-8gpu', 12))
+        self.assertEqual({}, view.degraded)
+
+    def test_catalogue_counts_name_nvswitch_boards(self):
+        for name in topo_matrix.SWITCHED_NVLINKS:
+            self.assertIsNone(boards.get(name).links, name)
+
     def test_chain_keeps_one_pair_and_notes_the_other(self):
         def link(i, j):
             return {frozenset((0, 1)): 'NV2',

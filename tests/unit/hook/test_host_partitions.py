@@ -202,6 +202,7 @@ class TestHookImports(base.BaseTestCase):
             allowed = ('nvlink_placement.hook', 'nvlink_placement.cmd',
                        'nvlink_placement.discovery', 'nvlink_placement.errors',
                        'nvlink_placement.fabric',
+                       'nvlink_placement.redact',
                        'nvlink_placement.documents',
                        'nvlink_placement.helptext',
                        'nvlink_placement.topology.pci',

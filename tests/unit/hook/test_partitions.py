@@ -69,8 +69,8 @@ class TestPlace(base.BaseTestCase):
             errors.NvlinkError, partitions.place, table(helpers.H100_TABLE),
             {'0000:3a:00.0': 1, '0000:18:00.0': 1}, 'map.json')
         self.assertEqual(
-            'Fabric Manager partitions (module ids from map.json) need '
-            'unique module ids, but module id 1 is reported for '
+            'Fabric Manager partitions (module ids from map.json): module '
+            'ids must be unique, but module id 1 is reported for '
             '0000:18:00.0, 0000:3a:00.0 (PCIe cards and VMs repeat module '
             'ids; give the real map with --mapping)', str(exc))
 
