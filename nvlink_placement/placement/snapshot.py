@@ -382,8 +382,8 @@ def _rules(document):
         for key in ('uuid', 'parent_provider_uuid'):
             value = rp.get(key)
             if value is not None and not uuidutils.is_uuid_like(value):
-                problems.append((where + (key,), '%r is not a uuid'
-                                 % value))
+                problems.append((where + (key,), '%s is not a uuid'
+                                 % documents.short(value)))
         if rp['uuid'] in by_uuid:
             problems.append((where + ('uuid',), 'uuid %s is also '
                              'resource_providers[%d]'
@@ -464,7 +464,8 @@ def _tree_problems(providers, by_uuid):
         where = ('resource_providers', by_uuid[uuid], 'parent_provider_uuid')
         if kind == 'missing':
             problems.append((where, 'parent %s of %r is not in the snapshot'
-                             % (detail, providers[by_uuid[uuid]]['name'])))
+                             % (documents.clip(str(detail)),
+                                providers[by_uuid[uuid]]['name'])))
         else:
             problems.append((where, 'parent cycle: %s' % ' -> '.join(
                 providers[by_uuid[u]]['name'] for u in detail)))
@@ -487,7 +488,7 @@ def _allocation_problems(allocations, providers, by_uuid):
             where = ('allocations', consumer, 'allocations', rp_uuid)
             if rp_uuid not in by_uuid:
                 problems.append((where, 'provider %s is not in the snapshot'
-                                 % rp_uuid))
+                                 % documents.clip(rp_uuid)))
                 continue
             rp = providers[by_uuid[rp_uuid]]
             for rc in entry['resources']:

@@ -171,13 +171,21 @@ class TestFormats(base.BaseTestCase):
         self.assertEqual({'host': 'compute-01', 'provider': 'compute-01',
                           'parent': None, 'depth': 0, 'traits': [],
                           'module': None, 'status': None}, rows[0])
+        # Module 1: member 0 of its pair, quad and board (what Nova
+        # writes from nova-config's device_spec).
         self.assertEqual({'host': 'compute-01',
                           'provider': 'compute-01_0000:4C:00.0',
-                          'parent': 'compute-01', 'depth': 1, 'traits': [],
+                          'parent': 'compute-01', 'depth': 1,
+                          'traits': ['CUSTOM_PCI_GROUP2_MEMBER0',
+                                     'CUSTOM_PCI_GROUP4_MEMBER0',
+                                     'CUSTOM_PCI_GROUP8_MEMBER0'],
                           'module': 1, 'status': 'free'}, rows[3])
         text = cli.run(self, 'nvlink', 'tree', '--snapshot',
                        fbase.H100_SNAPSHOT, '--host', 'compute-01')
-        self.assertEqual('compute-01\n├── compute-01_0000:19:00.0 free\n',
+        self.assertEqual('compute-01\n├── compute-01_0000:19:00.0 '
+                         '[CUSTOM_PCI_GROUP2_MEMBER0, '
+                         'CUSTOM_PCI_GROUP4_MEMBER1, '
+                         'CUSTOM_PCI_GROUP8_MEMBER1] free\n',
                          ''.join(text.stdout.splitlines(True)[:2]))
 
     def test_validate_json_and_topology_option(self):

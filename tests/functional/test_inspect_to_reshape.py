@@ -75,7 +75,10 @@ class TestInspectMergeReshape(base.BaseTestCase):
         example = tree_shape(snapshot.read_file(outputs['example']))
         self.assertEqual(example, inspected)
         self.assertEqual(('compute-02_nvlink-group-of-2-d',
-                          ['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA']),
+                          ['COMPUTE_MANAGED_PCI_DEVICE',
+                           'CUSTOM_PCI_GROUP2_MEMBER0',
+                           'CUSTOM_PCI_GROUP4_MEMBER1',
+                           'CUSTOM_PCI_GROUP8_MEMBER5', 'OWNER_NOVA']),
                          inspected['compute-02_0000:9A:00.0'])
 
     def test_merge_conflict_writes_nothing(self):

@@ -70,10 +70,13 @@ class TestReports(base.BaseTestCase):
         self.assertEqual('compute-01', lines[0])
         self.assertEqual('├── compute-01_nvlink-group-of-4-a '
                          '[CUSTOM_PCI_GROUP4]', lines[1])
-        self.assertEqual('│   │   ├── compute-01_0000:4C:00.0 module 1 '
-                         'free', lines[3])
-        self.assertIn('    │   └── compute-01_0000:BB:00.0 module 5 USED',
-                      lines)
+        self.assertEqual('│   │   ├── compute-01_0000:4C:00.0 '
+                         '[CUSTOM_PCI_GROUP2_MEMBER0, '
+                         'CUSTOM_PCI_GROUP4_MEMBER0, '
+                         'CUSTOM_PCI_GROUP8_MEMBER0] module 1 free', lines[3])
+        self.assertIn('    │   └── compute-01_0000:BB:00.0 '
+                      '[CUSTOM_PCI_GROUP2_MEMBER0, CUSTOM_PCI_GROUP4_MEMBER0, '
+                      'CUSTOM_PCI_GROUP8_MEMBER4] module 5 USED', lines)
         self.assertEqual(15, len(lines))
         dot = cli.run(self, 'nvlink', 'tree', '--snapshot', self.after,
                       '--dot')
