@@ -7,12 +7,57 @@ Nova's fake libvirt, and Placement's own ``PlacementFixture`` (a real
 Placement, SQLite). Each compute is an HGX H100 board: eight 10de:2330
 GPUs at the real addresses of ``tests.novalike.BOARD1`` / ``BOARD2``,
 configured with the ``[pci]`` values ``openstack nvlink nova-config``
-prints. The tool runs as an operator runs it: ``openstack nvlink ...`` in
-process against that Placement (admin token, wsgi-intercept endpoint).
+prints: each compute gets its own host's ``[pci] device_spec`` entries
+(one per GPU, with its member traits) and the generic one
+(:func:`device_specs`). The tool runs as an operator runs it: ``openstack
+nvlink ...`` in process against that Placement (admin token,
+wsgi-intercept endpoint).
+
+Per-host ``[pci] device_spec`` in one process: every service here shares
+one ``CONF``, so the flag is set for a host right before its
+nova-compute starts (:meth:`NovaTestCase.start_compute`, which
+``restart_compute_service`` calls too). That is enough because Nova 34
+reads it only then:
+
+- ``nova/pci/manager.py`` ``PciDevTracker.__init__`` parses
+  ``CONF.pci.device_spec`` into ``self.dev_filter`` (a
+  ``nova.pci.whitelist.Whitelist``), once per tracker;
+- ``nova/compute/resource_tracker.py`` ``_setup_pci_tracker`` builds that
+  tracker only ``if not self.pci_tracker``, from ``_init_compute_node`` in
+  the first ``update_available_resource``, which
+  ``ComputeManager.pre_start_hook`` runs at service start; a restart makes
+  a new ``ComputeManager`` and ``ResourceTracker``, so it reads the flag
+  again;
+- ``nova/compute/pci_placement_translator.py``
+  ``update_provider_tree_for_pci`` takes each device's spec (its
+  ``traits`` tag) from ``pci_tracker.dev_filter.get_devspec(dev)``, the
+  tracker's parsed copy, on every periodic and provider refresh;
+  ``Whitelist.get_devspec`` / ``device_assignable``
+  (``nova/pci/whitelist.py``) return the first spec that matches, so the
+  per-GPU entries go before the generic one;
+- the other readers only validate (``ComputeManager.init_host``, the
+  libvirt driver's ``_check_pci_whitelist``) or, in nova-scheduler's
+  ``HostState``, build a ``PciDeviceStats`` whose pools come from the
+  compute node record (``nova/scheduler/host_manager.py``); its filter is
+  used only by ``add_device``, on the compute. ``ComputeManager.reset``
+  (SIGHUP) clears the report client's cache and keeps the tracker.
+
+Once the compute has started the flag goes back to the generic entry, so
+nova-scheduler does not run with one host's 9 entries (in a cloud they are
+in that nova-compute's nova.conf only). Measured here with the upstream
+whole-host flavor (1000 candidates; 2 CPU cores shared with other jobs, load
+about 15): with the 9 entries in the scheduler's CONF, select_destinations
+ran 212 s and the boot failed with an RPC timeout; with the generic entry
+the whole boot test takes about 100 s. Not fully analysed: the scheduler
+builds each HostState's ``PciDeviceStats`` whitelist from
+``CONF.pci.device_spec`` and ``PciPassthroughFilter`` deep-copies the stats,
+whitelist included, for each candidate (``support_requests``); that copy
+alone is 3 times slower with 9 entries than with 1.
 """
 
 import json
 import os
+import re
 import sys
 import urllib.parse
 
@@ -27,6 +72,7 @@ from nvlink_placement.flavors import novaconfig
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.topology import loader
+from nvlink_placement.topology import members
 from tests.functional import cli
 from tests import novalike
 
@@ -37,6 +83,9 @@ ALIAS = 'h100'
 VENDOR_ID, PRODUCT_ID = '10de', '2330'
 RC = 'CUSTOM_PCI_10DE_2330'
 BOARDS = {'compute-01': novalike.BOARD1, 'compute-02': novalike.BOARD2}
+DEVICE_SPEC = ('pci', 'device_spec')
+# Nova 34's own traits on a PCI provider (pci_placement_translator).
+PCI_TRAITS = ('COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA')
 
 
 def numa_node(module):
@@ -57,11 +106,79 @@ def topology_document(hosts):
         for host in hosts}}
 
 
-def nova_config(hosts=tuple(BOARDS)):
-    """``nova-config``'s rows for the H100 hosts: dict option -> value."""
+def config_rows(hosts=tuple(BOARDS)):
+    """``nova-config``'s rows (:class:`novaconfig.Setting`) for ``hosts``."""
     topology = loader.parse(topology_document(hosts), '<nova_tests>')
-    return {(row.section, row.option): row.value for row in
-            novaconfig.settings(list(topology.hosts.values()), ALIAS)}
+    return novaconfig.settings(list(topology.hosts.values()), ALIAS)
+
+
+def nova_config(hosts=tuple(BOARDS)):
+    """``nova-config``'s rows but ``[pci] device_spec``: dict option -> value.
+
+    ``device_spec`` differs per host: :func:`device_specs`.
+    """
+    return {(row.section, row.option): row.value
+            for row in config_rows(hosts)
+            if (row.section, row.option) != DEVICE_SPEC}
+
+
+def row_hosts(row, hosts):
+    """The hosts a ``nova-config`` row is for, read from its service.
+
+    ``nova-compute`` is every host; ``nova-compute (<host>, ...)`` the
+    hosts it names.
+    """
+    if row.service == novaconfig.COMPUTE:
+        return list(hosts)
+    named = re.fullmatch(re.escape(novaconfig.COMPUTE_ON % '@').replace(
+        '@', '(.+)'), row.service)
+    if not named:
+        return []
+    names = named.group(1).split(', ')
+    if ' more' in names[-1]:
+        raise ValueError('nova-config shortened the host list: %s'
+                         % row.service)
+    return names
+
+
+def device_specs(hosts=tuple(BOARDS)):
+    """``[pci] device_spec`` of each host's nova-compute, from nova-config.
+
+    :returns: dict host -> list of entries (JSON text) in nova-config's
+        order: the host's per-GPU entries with member traits, then the
+        generic entry.
+    """
+    specs = {host: [] for host in hosts}
+    for row in config_rows(hosts):
+        if (row.section, row.option) == DEVICE_SPEC:
+            for host in row_hosts(row, hosts):
+                specs[host].append(row.value)
+    return specs
+
+
+def generic_device_spec():
+    """The generic entry only: a compute not yet configured for members."""
+    return [row.value for row in config_rows()
+            if (row.section, row.option) == DEVICE_SPEC and
+            row.service == novaconfig.COMPUTE]
+
+
+def member_traits(hosts=tuple(BOARDS)):
+    """Each GPU provider's member traits, from the topology.
+
+    :returns: dict Nova PCI RP name -> sorted tuple of its member traits
+        (:func:`nvlink_placement.topology.members.traits`).
+    """
+    topology = loader.parse(topology_document(hosts), '<nova_tests>')
+    return {host.gpu_provider_name(address): traits
+            for host in topology.hosts.values()
+            for address, traits in members.traits(
+                host, topology.trait_prefix).items()}
+
+
+def pci_traits(member=()):
+    """What Nova 34 gives a PCI provider: its own traits and ``member``."""
+    return sorted(set(PCI_TRAITS) | set(member))
 
 
 def pci_info(board, exclude=()):
@@ -84,14 +201,17 @@ def pci_info(board, exclude=()):
     return info
 
 
-_CONFIG = nova_config()
-
-
 class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
-    """Nova's PCI-in-Placement functional base with H100 boards."""
+    """Nova's PCI-in-Placement functional base with H100 boards.
 
-    PCI_DEVICE_SPEC = [_CONFIG[('pci', 'device_spec')]]
-    PCI_ALIAS = [_CONFIG[('pci', 'alias')]]
+    :ivar device_spec: dict host -> its nova-compute's ``[pci]
+        device_spec`` (:func:`device_specs`); a test changes a host's
+        entry before (re)starting it. Hosts not in it get
+        :attr:`PCI_DEVICE_SPEC`, the generic entry.
+    """
+
+    PCI_DEVICE_SPEC = generic_device_spec()
+    PCI_ALIAS = [nova_config()[('pci', 'alias')]]
 
     def _setup_services(self):
         self.flags(api_paste_config=API_PASTE, group='wsgi')
@@ -103,8 +223,25 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
         self.placement_fixture.conf_fixture.config(
             group='placement', max_allocation_candidates=1000)
         self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.device_spec = device_specs()
 
     # -- the cloud ---------------------------------------------------------
+
+    def start_compute(self, hostname='compute1', *args, **kwargs):
+        """Nova's ``start_compute`` with ``hostname``'s ``[pci] device_spec``.
+
+        ``restart_compute_service`` starts the new service through here
+        too. See the module docstring for why setting the flag now is
+        what that host's nova-compute reads.
+        """
+        self.flags(device_spec=self.device_spec.get(
+            hostname, self.PCI_DEVICE_SPEC), group='pci')
+        try:
+            return super().start_compute(hostname, *args, **kwargs)
+        finally:
+            # The other services of this process (nova-scheduler's
+            # HostState whitelist) see the generic entry, not this host's.
+            self.flags(device_spec=self.PCI_DEVICE_SPEC, group='pci')
 
     def start_board(self, host, exclude=()):
         """Start nova-compute ``host`` with its H100 board."""

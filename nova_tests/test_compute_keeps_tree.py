@@ -74,7 +74,8 @@ class TestComputeKeepsTree(base.NovaTestCase):
         self.assertIn('CUSTOM_BY_HAND', self.traits(GPU))
         self.age_provider_cache()
         self._run_periodics()
-        self.assertEqual(['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA'],
+        # Nova's own traits and the member traits of its device_spec.
+        self.assertEqual(base.pci_traits(base.member_traits([HOST])[GPU]),
                          self.traits(GPU))
         # The group providers' traits are never touched.
         self.assertEqual(
@@ -103,11 +104,12 @@ class TestComputeKeepsTree(base.NovaTestCase):
     def test_device_spec_remove_and_restore_is_repaired_by_reshape(self):
         old_uuid = self.providers()[GPU][0]
         address = '0000:bb:00.0'
-        specs = [json.dumps({'vendor_id': base.VENDOR_ID,
-                             'product_id': base.PRODUCT_ID,
-                             'address': a})
-                 for a in sorted(base.BOARDS[HOST]) if a != address]
-        self.flags(device_spec=specs, group='pci')
+        configured = self.device_spec[HOST]
+        # Only the other GPUs' per-address entries: no generic entry.
+        self.device_spec[HOST] = [
+            e for e in configured
+            if json.loads(e).get('address') not in (None, address)]
+        self.assertEqual(7, len(self.device_spec[HOST]))
         self.restart_compute_service(HOST)
         self.assertNotIn(GPU, self.providers())
         result = self.nvlink('check', '--topology', self.topology([HOST]))
@@ -115,7 +117,7 @@ class TestComputeKeepsTree(base.NovaTestCase):
         self.assertIn("compute-01: no Nova PCI resource provider named "
                       "'compute-01_0000:BB:00.0' (check the address, [pci] "
                       "device_spec and report_in_placement)", result.stderr)
-        self.flags(device_spec=self.PCI_DEVICE_SPEC, group='pci')
+        self.device_spec[HOST] = configured
         self.restart_compute_service(HOST)
         new_uuid, parent = self.providers()[GPU]
         self.assertNotEqual(old_uuid, new_uuid)

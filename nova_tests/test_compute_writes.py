@@ -12,7 +12,9 @@ the moment:
 - allocations (the example holds one 1-GPU instance).
 
 Compute node traits are what Nova 34's libvirt driver reports on Nova's
-fake libvirt host, ``COMPUTE_NODE`` and ``OWNER_NOVA`` included.
+fake libvirt host, ``COMPUTE_NODE`` and ``OWNER_NOVA`` included. Each GPU
+provider carries its member traits: each nova-compute runs with its own
+host's ``[pci] device_spec`` from ``nova-config`` (:mod:`nova_tests.base`).
 
 Run with ``NVLINK_WRITE_EXAMPLE=1`` to rewrite the example from Nova.
 """
@@ -21,8 +23,10 @@ import copy
 import os
 
 from nova_tests import base
+from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
+from nvlink_placement.topology import loader
 from tests.functional import base as functional_base
 
 HARDWARE = ('total', 'max_unit')
@@ -57,8 +61,21 @@ class TestComputeWrites(base.NovaTestCase):
         self._run_periodics()
 
     def test_what_nova_34_writes(self):
-        self.assertEqual(['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA'],
-                         self.traits('compute-01_0000:4C:00.0'))
+        members = base.member_traits()
+        self.assertEqual(
+            ['COMPUTE_MANAGED_PCI_DEVICE', 'CUSTOM_PCI_GROUP2_MEMBER0',
+             'CUSTOM_PCI_GROUP4_MEMBER0', 'CUSTOM_PCI_GROUP8_MEMBER0',
+             'OWNER_NOVA'], self.traits('compute-01_0000:4C:00.0'))
+        # Every PCI provider: Nova's traits and its host's member traits,
+        # as ``snapshot --from-topology`` models them.
+        modelled = nova_tree.from_topology(
+            loader.load(self.topology(list(base.BOARDS))),
+            resource_class=base.RC)
+        self.assertEqual(
+            {p['name']: base.pci_traits(members[p['name']])
+             for p in modelled['resource_providers']
+             if p['parent_provider_uuid']},
+            {name: self.traits(name) for name in members})
         node = self.traits('compute-01')
         self.assertIn('COMPUTE_NODE', node)
         self.assertIn('OWNER_NOVA', node)

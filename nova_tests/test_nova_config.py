@@ -10,12 +10,14 @@ must parse as the option's type. Nova's own parsers then read the
 (compute API 2.86+) the per-size flavor advice.
 """
 
+import collections
 import configparser
 import glob
 import os
 
 import fixtures
 from nova.api.validation.extra_specs import validators
+from nova.compute import pci_placement_translator
 import nova.conf.opts
 from nova import exception
 from nova.pci import request as pci_request
@@ -60,35 +62,115 @@ class TestNovaConfig(test.NoDBTestCase):
         self.rows = novaconfig.settings(self.hosts, base.ALIAS)
         self.tmp = self.useFixture(fixtures.TempDir()).path
 
+    def service_files(self, rows):
+        """``rows`` as each service's config file, as an operator pastes them.
+
+        :returns: dict (service, host or None) -> rows.
+
+        A compute host's file holds the ``nova-compute`` rows and the
+        ``nova-compute (<hosts>)`` rows that name it (its GPUs' member
+        traits).
+        """
+        files = collections.OrderedDict()
+        names = [h.name for h in self.hosts]
+        for row in rows:
+            if row.section == novaconfig.EXTRA_SPECS:
+                continue
+            hosts = base.row_hosts(row, names)
+            for host in hosts or [None]:
+                service = novaconfig.COMPUTE if hosts else row.service
+                files.setdefault((service, host), []).append(row)
+        return files
+
+    def read_back(self, service, rows):
+        """``to_ini(rows)`` parsed with ``service``'s option registry."""
+        path = os.path.join(self.tmp, 'service.conf')
+        with open(path, 'w') as f:
+            f.write(novaconfig.to_ini(rows))
+        conf = registry(service, {r.section for r in rows})
+        conf(['--config-file', path], project='x',
+             default_config_files=[], default_config_dirs=[])
+        return conf
+
+    def check_options(self, rows, mosk_only=()):
+        """Every option of ``rows`` read back; returns how many.
+
+        Multi-valued options as read are left in ``self.read_values``
+        (service, host, option) -> list.
+        """
+        checked = 0
+        self.read_values = {}
+        for (service, host), file_rows in self.service_files(rows).items():
+            conf = self.read_back(service, file_rows)
+            values = collections.OrderedDict()
+            for row in file_rows:
+                values.setdefault((row.section, row.option), []).append(
+                    row.value)
+            for (section, option), given in values.items():
+                where = (service, host, section, option)
+                group = conf[section]
+                if option in mosk_only:
+                    # oslo.config ignores an option it does not know.
+                    self.assertNotIn(option, group, where)
+                    continue
+                self.assertIn(option, group, where)
+                value = getattr(group, option)
+                self.assertIsNotNone(value, where)
+                opt = conf._get_opt_info(option, section)['opt']
+                checked += 1
+                if isinstance(opt, cfg.MultiStrOpt):
+                    self.assertEqual(given, value, where)
+                    self.read_values[service, host, option] = value
+                    continue
+                self.assertEqual(1, len(given), where)
+                if isinstance(opt, cfg.ListOpt):
+                    self.assertEqual(given[0].split(','), value, where)
+                else:
+                    self.assertEqual(opt.type(given[0]), value, where)
+        return checked
+
     def test_every_option_exists_with_a_valid_value(self):
         services = sorted({r.service for r in self.rows
                            if r.section != novaconfig.EXTRA_SPECS})
         self.assertEqual([novaconfig.ALIAS_SERVICES, novaconfig.CONTROL,
+                          novaconfig.COMPUTE,
+                          novaconfig.COMPUTE_ON % 'compute-01',
+                          novaconfig.COMPUTE_ON % 'compute-02',
+                          novaconfig.SCHEDULER], services)
+        # Per compute host: device_spec (9 entries: 8 GPUs and the
+        # generic one) and report_in_placement; alias; pci_in_placement;
+        # enabled_filters and max_placement_results.
+        # allow_pci_traits_in_flavor is the MOSK extension's: Nova 34 has
+        # no such option.
+        self.assertEqual(2 * 2 + 1 + 1 + 2, self.check_options(
+            self.rows, mosk_only=('allow_pci_traits_in_flavor',)))
+        # Each host's nova-compute reads its own entries, generic last.
+        self.assertEqual(
+            {(novaconfig.COMPUTE, host, 'device_spec'): specs
+             for host, specs in base.device_specs().items()},
+            {k: v for k, v in self.read_values.items()
+             if k[2] == 'device_spec'})
+        self.assertEqual([9, 9], [len(v) for v in self.read_values.values()
+                                  if len(v) > 1])
+
+    def test_upstream_dialect_options_all_exist(self):
+        rows = novaconfig.settings(self.hosts, base.ALIAS,
+                                   dialect=generate.UPSTREAM)
+        services = sorted({r.service for r in rows
+                           if r.section != novaconfig.EXTRA_SPECS})
+        self.assertEqual([novaconfig.ALIAS_SERVICES, novaconfig.CONTROL,
                           novaconfig.COMPUTE, novaconfig.SCHEDULER,
                           novaconfig.PLACEMENT], services)
-        checked = 0
-        for service in services:
-            rows = [r for r in self.rows if r.service == service]
-            path = os.path.join(self.tmp, 'service.conf')
-            with open(path, 'w') as f:
-                f.write(novaconfig.to_ini(rows))
-            conf = registry(service, {r.section for r in rows})
-            conf(['--config-file', path], project='x',
-                 default_config_files=[], default_config_dirs=[])
-            for row in rows:
-                group = conf[row.section]
-                self.assertIn(row.option, group, row)
-                value = getattr(group, row.option)
-                self.assertIsNotNone(value, row)
-                opt = conf._get_opt_info(row.option, row.section)['opt']
-                if isinstance(opt, cfg.MultiStrOpt):
-                    self.assertEqual([row.value], value)
-                elif isinstance(opt, cfg.ListOpt):
-                    self.assertEqual(row.value.split(','), value)
-                else:
-                    self.assertEqual(opt.type(row.value), value, row)
-                checked += 1
-        self.assertEqual(9, checked)
+        self.assertNotIn('allow_pci_traits_in_flavor',
+                         [r.option for r in rows])
+        # Its whole-host flavor has no member traits: the wide-tree
+        # Placement settings come back (3 options).
+        self.assertEqual(2 * 2 + 1 + 1 + 2 + 3, self.check_options(rows))
+        self.assertEqual(
+            {(novaconfig.COMPUTE, host, 'device_spec'):
+             base.generic_device_spec() for host in base.BOARDS},
+            {k: v for k, v in self.read_values.items()
+             if k[2] == 'device_spec'})
 
     def test_sample_files_parse(self):
         samples = sorted(glob.glob(os.path.join(
@@ -109,9 +191,9 @@ class TestNovaConfig(test.NoDBTestCase):
                     self.assertIsNotNone(getattr(conf[section], option))
 
     def test_nova_reads_the_pci_values(self):
-        values = {(r.section, r.option): r.value for r in self.rows}
+        values = base.nova_config()
         self.flags(alias=[values[('pci', 'alias')]],
-                   device_spec=[values[('pci', 'device_spec')]], group='pci')
+                   device_spec=base.generic_device_spec(), group='pci')
         self.flags(pci_in_placement=True, group='filter_scheduler')
         pci_request.get_alias_from_config.cache_clear()
         self.addCleanup(pci_request.get_alias_from_config.cache_clear)
@@ -125,6 +207,32 @@ class TestNovaConfig(test.NoDBTestCase):
             'vendor_id': base.VENDOR_ID, 'product_id': base.PRODUCT_ID,
             'address': '0000:19:00.0', 'parent_addr': None,
             'dev_type': 'type-PCI'}))
+
+    def test_each_gpu_matches_its_member_entry_first(self):
+        """Nova's whitelist picks each GPU's own entry, not the generic one.
+
+        ``Whitelist.device_assignable`` returns the first matching spec;
+        the translator's ``_get_traits_for_dev`` makes the provider traits
+        from its tags (``OWNER_NOVA`` is added by the report client).
+        """
+        # Nova's own tests stub this sysfs read (no such device here).
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        members = base.member_traits()
+        for host, specs in base.device_specs().items():
+            self.assertEqual(9, len(specs), host)
+            self.flags(device_spec=specs, group='pci')
+            dev_filter = whitelist.Whitelist(nova.conf.CONF.pci.device_spec)
+            for address in base.BOARDS[host]:
+                spec = dev_filter.device_assignable({
+                    'vendor_id': base.VENDOR_ID,
+                    'product_id': base.PRODUCT_ID, 'address': address,
+                    'parent_addr': None, 'dev_type': 'type-PCI'})
+                name = '%s_%s' % (host, address.upper())
+                self.assertEqual(
+                    set(base.pci_traits(members[name])) - {'OWNER_NOVA'},
+                    pci_placement_translator._get_traits_for_dev(spec.tags),
+                    name)
 
     def test_flavor_advice_and_upstream_flavors_pass_nova_validation(self):
         advice = [r for r in self.rows if r.section == novaconfig.EXTRA_SPECS]

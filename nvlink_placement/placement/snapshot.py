@@ -545,7 +545,8 @@ def _tree_problems(providers, by_uuid):
         where = ('resource_providers', by_uuid[uuid], 'parent_provider_uuid')
         if kind == 'missing':
             problems.append((where, 'parent %s of %r is not in the snapshot'
-                             % (detail, providers[by_uuid[uuid]]['name'])))
+                             % (documents.clip(str(detail)),
+                                providers[by_uuid[uuid]]['name'])))
         else:
             problems.append((where, 'parent cycle: %s' % ' -> '.join(
                 providers[by_uuid[u]]['name'] for u in detail)))
@@ -579,7 +580,7 @@ def _allocation_problems(allocations, providers, by_uuid):
             spelled[provider_uuid(rp_uuid)] = rp_uuid
             if provider_uuid(rp_uuid) not in by_uuid:
                 problems.append((where, 'provider %s is not in the snapshot'
-                                 % rp_uuid))
+                                 % documents.clip(rp_uuid)))
                 continue
             rp = providers[by_uuid[provider_uuid(rp_uuid)]]
             for rc in entry['resources']:
