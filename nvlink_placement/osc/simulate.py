@@ -213,6 +213,12 @@ class Defrag(common.OwnOutput, common.Lister):
                             help='GPUs per NVLink domain to free.')
         parser.add_argument('--count', metavar='K', type=int, required=True,
                             help='Free N-GPU domains wanted in total.')
+        parser.add_argument('--upstream', action='store_true',
+                            help='The servers run upstream flavors (a flat '
+                                 'tree): pci_passthrough:alias=A:N with the '
+                                 'vCPUs, RAM and disk of the flavors file\'s '
+                                 'flavor of each size, as simulate\'s flat '
+                                 'layout.')
         parser.add_argument('--commands', action='store_true',
                             help='Print only the commands (not with -f or '
                                  '-c).')
@@ -232,6 +238,11 @@ class Defrag(common.OwnOutput, common.Lister):
         flavors = request.read_flavors(parsed_args.flavors)
         aliases = _aliases(parsed_args, hosts, flavors)
         nova = release.choose(None, release.AUTO)
+        if parsed_args.upstream:
+            alias = _one_alias(aliases, flavors, parsed_args.flavors)
+            flavors = list(engine.upstream_flavors(
+                {request.build(f, aliases).size: f for f in flavors},
+                alias.name).values())
         queries = [request.build(f, aliases, nova=nova) for f in flavors]
         if not any(q.size == parsed_args.size for q in queries):
             raise errors.NvlinkError(

@@ -33,6 +33,7 @@ a proven minimum.
 
 import dataclasses
 
+from nvlink_placement import errors
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.simulate import choice
@@ -108,6 +109,23 @@ class _Server:
     flavor: object      # Request or None
     project_id: str
     user_id: str
+
+
+def _candidates(client, query):
+    """The allocation candidates of ``query``.
+
+    :raises NvlinkError: when Placement refuses the query (flavors of
+        another tree: the reshaped layout's flavors on a flat tree).
+    """
+    try:
+        return client.get(query.url, version=request_mod.MICROVERSION)
+    except errors.PlacementError as exc:
+        if exc.status is None or exc.status >= 500:
+            raise
+        raise errors.NvlinkError(
+            'flavor %s: Placement refused its query (%s): give the flavors '
+            'this tree serves (on a flat tree, the upstream ones)'
+            % (query.flavor, str(exc).split('): ', 1)[-1]))
 
 
 def _unsuffixed(query):
@@ -228,8 +246,7 @@ class _Planner(object):
 
         :param protected: dict host -> set of addresses being freed.
         """
-        body = self.client.get(server.flavor.url,
-                               version=request_mod.MICROVERSION)
+        body = _candidates(self.client, server.flavor)
         states = [h for h in choice.by_host(body)
                   if self._host_of(h.uuid) not in (None, server.host)]
         for state, _ in sorted(zip(states, choice.weigh(states)),
@@ -253,17 +270,34 @@ class _Planner(object):
         return None
 
     def move(self, server, name, candidate, taken):
+        """Move ``server``'s allocations; returns what :meth:`undo` needs."""
         current = self.client.get('/allocations/%s' % server.uuid,
                                   version=CONSUMER_VERSION)
-        body = {'allocations': candidate['allocations'],
-                'project_id': server.project_id, 'user_id': server.user_id,
-                'consumer_generation': current.get('consumer_generation')}
-        self.client.request('PUT', '/allocations/%s' % server.uuid,
-                            body=body, version=CONSUMER_VERSION,
-                            expect=(204,))
+        self._put(server, candidate['allocations'],
+                  current.get('consumer_generation'))
+        undo = (server.host, set(server.gpus), current['allocations'])
         self.free[server.host].update(server.gpus)
         self.free[name].difference_update(taken)
         server.host, server.gpus = name, set(taken)
+        return undo
+
+    def undo(self, server, undo):
+        """Put ``server`` back where :meth:`move` found it."""
+        host, gpus, allocations = undo
+        current = self.client.get('/allocations/%s' % server.uuid,
+                                  version=CONSUMER_VERSION)
+        self._put(server, {rp: {'resources': a['resources']}
+                           for rp, a in allocations.items()},
+                  current.get('consumer_generation'))
+        self.free[server.host].update(server.gpus)
+        self.free[host].difference_update(gpus)
+        server.host, server.gpus = host, gpus
+
+    def _put(self, server, allocations, generation):
+        self.client.request('PUT', '/allocations/%s' % server.uuid, body={
+            'allocations': allocations, 'project_id': server.project_id,
+            'user_id': server.user_id, 'consumer_generation': generation},
+            version=CONSUMER_VERSION, expect=(204,))
 
 
 def advise(client, hosts, queries, size, count):
@@ -291,18 +325,21 @@ def advise(client, hosts, queries, size, count):
             found = planner.destination(server, protected)
             if found is None:
                 break
-            plan.append((server, server.host, found[0]))
-            planner.move(server, *found)
+            source = server.host
+            plan.append((server, source, found[0],
+                         planner.move(server, *found)))
         if len(plan) < len(servers):
             planner.notes.append(
-                'domain %s: server %s has no other host to go to; the moves '
-                'made for it stay in the advice' % (
+                'domain %s: server %s fits on no other host (its flavor has '
+                'no suitable candidate): the domain is left as it is' % (
                     label, servers[len(plan)].uuid))
+            for server, _, _, undo in reversed(plan):
+                planner.undo(server, undo)
             skipped.add((name, label))
             protected[name].difference_update(domain)
-        else:
-            freed.append(label)
-        for server, source, destination in plan:
+            continue
+        freed.append(label)
+        for server, source, destination, _ in plan:
             moves.append(Move(len(moves) + 1, server.uuid,
                               server.flavor.flavor, source, destination,
                               label))
@@ -314,7 +351,7 @@ def advise(client, hosts, queries, size, count):
 def _offered(planner, queries, freed):
     """Labels of ``freed`` domains the N-GPU flavor's query offers."""
     query = next(q for q in queries if q.size == planner.size)
-    body = planner.client.get(query.url, version=request_mod.MICROVERSION)
+    body = _candidates(planner.client, query)
     sets = {}
     for candidate in body['allocation_requests']:
         gpus = [planner.gpu_of[u] for u in candidate['allocations']

@@ -153,12 +153,12 @@ def _distribution(data, where):
     kind = data['distribution']
     field = 'mean' if kind == EXPONENTIAL else 'value'
     if field not in data:
-        raise errors.NvlinkError('%s: %s: a %s distribution needs %r'
+        raise errors.NvlinkError('%s: %s: the %s distribution needs %r'
                                  % (where[0], documents.keypath(where[1]),
                                     kind, field))
     other = 'value' if field == 'mean' else 'mean'
     if other in data:
-        raise errors.NvlinkError('%s: %s.%s: a %s distribution takes %r, '
+        raise errors.NvlinkError('%s: %s.%s: the %s distribution takes %r, '
                                  'not %r' % (where[0],
                                              documents.keypath(where[1]),
                                              other, kind, field, other))
