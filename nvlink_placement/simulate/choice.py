@@ -47,12 +47,21 @@ answer (nova 34.0.0):
    them from a ``set``: hosts of equal weight are in an arbitrary order.
    Modelled: ties broken by a seeded random order (:func:`rank`).
 5. ``_schedule``: host by host in that order, claim
-   ``host.allocation_candidates[0]`` (``utils.claim_resources`` ->
-   ``SchedulerReportClient.claim_resources``: ``PUT /allocations/
-   {instance uuid}`` with that allocation request, its ``mappings``,
-   ``project_id``, ``user_id`` and ``consumer_generation: null``, at the
-   microversion of the query); on a failed claim, the next host. Nothing
-   looks at which GPUs of the host the request names.
+   ``host.allocation_candidates[0]``, the host's first allocation request
+   in Placement's order. That order is arbitrary: Placement collects the
+   requests in Python sets (``placement/objects/allocation_candidate.py``
+   ``_merge_candidates``: ``areqs = set()``; ``_alloc_candidates_multiple_
+   providers``: ``alloc_requests = set()``), so it changes with the hash
+   seed of each Placement process (checked: four ``PYTHONHASHSEED`` values,
+   four different first pairs on one H100 host). Modelled
+   (:func:`first_candidate`): one of the host's candidates, drawn with the
+   seeded generator from the candidates in a fixed order, so a seed gives
+   the same run whatever the simulator's own hash seed. The claim
+   (``utils.claim_resources`` -> ``SchedulerReportClient.claim_resources``)
+   is ``PUT /allocations/{instance uuid}`` with that allocation request,
+   its ``mappings``, ``project_id``, ``user_id`` and ``consumer_generation:
+   null``, at the microversion of the query; on a failed claim, the next
+   host. Nothing looks at which GPUs of the host the request names.
 """
 
 import dataclasses
@@ -159,7 +168,8 @@ def rank(hosts, rng, tie_break=None):
     :returns: list of ``(HostState, weight)``, highest weight first.
     """
     weights = weigh(hosts)
-    order = list(zip(hosts, weights))
+    # Placement's summaries come in no fixed order: start from the uuids'.
+    order = sorted(zip(hosts, weights), key=lambda hw: hw[0].uuid)
     rng.shuffle(order)
     order.sort(key=lambda hw: hw[1], reverse=True)
     if tie_break is None or not order:
@@ -168,6 +178,16 @@ def rank(hosts, rng, tie_break=None):
     by_uuid = {h.uuid: w for h, w in best}
     chosen = [(h, by_uuid[h.uuid]) for h in tie_break([h for h, _ in best])]
     return chosen + order[len(best):]
+
+
+def _candidate_key(candidate):
+    return sorted((rp, sorted(a['resources'].items()))
+                  for rp, a in candidate['allocations'].items())
+
+
+def first_candidate(host, rng):
+    """The candidate of ``host`` Nova claims, as modelled (module doc, 5)."""
+    return rng.choice(sorted(host.candidates, key=_candidate_key))
 
 
 def claim_body(candidate, project_id, user_id):

@@ -170,6 +170,7 @@ class _Mirror(object):
                 if rp in free:
                     self.free[host.name].add(address)
         self.total = len(self.gpu_of)
+        self.nodes = {providers[h.name] for h in hosts if h.name in providers}
         self.sizes = [s for s in sizes if s > 1]
         self.fixed = {h.name: {s: list(h.fixed_domains(s)) for s in
                                self.sizes} for h in hosts}
@@ -206,14 +207,20 @@ class _Mirror(object):
 
 
 def simulate(client, hosts, layout, workload, flavors, rc, progress=None,
-             tie_break=None):
+             tie_break=None, pick=None, events=None):
     """Run ``workload`` on the embedded Placement behind ``client``.
 
-    :param hosts: topology hosts (the ones simulated).
+    :param hosts: topology hosts (the ones simulated: candidates on other
+        compute nodes of the snapshot are left out, as if those hosts were
+        not there).
     :param flavors: dict size -> ``(flavor dict, Request)`` of the layout.
     :param rc: the GPUs' resource class.
     :param progress: optional callable() after each event.
     :param tie_break: see :func:`choice.rank`.
+    :param pick: optional callable(server number, HostState) returning the
+        candidate to claim instead of :func:`choice.first_candidate` (a
+        test replaying Nova's picks).
+    :param events: the events to replay instead of the workload's.
     :returns: :class:`Result`.
     """
     prepare(client, hosts, layout)
@@ -223,20 +230,23 @@ def simulate(client, hosts, layout, workload, flavors, rc, progress=None,
                      state_mod.free_gpus(client))
     counts = {s: Counts() for s in workload.sizes}
     timeline, picks, placed = [], [], {}
-    ties = random.Random('%d/ties/%s' % (workload.seed, layout))
-    for event in workload_mod.events(workload):
+    rng = random.Random('%d/choice/%s' % (workload.seed, layout))
+    if events is None:
+        events = workload_mod.events(workload)
+    for event in events:
         if event.kind == workload_mod.BOOT:
-            pick = _boot(client, event, flavors[event.gpus][1], mirror, rc,
-                         workload.seed, ties, tie_break, counts[event.gpus])
-            if pick is not None:
-                placed[event.index] = pick
-                picks.append(pick)
+            placement = _boot(client, event, flavors[event.gpus][1], mirror,
+                              rc, workload.seed, (rng, tie_break, pick),
+                              counts[event.gpus])
+            if placement is not None:
+                placed[event.index] = placement
+                picks.append(placement)
         elif event.index in placed:
-            pick = placed.pop(event.index)
+            gone = placed.pop(event.index)
             client.request('DELETE', '/allocations/%s' % consumer_uuid(
                 workload.seed, event.index), version=request_mod.MICROVERSION,
                 expect=(204,))
-            mirror.give(pick.host, pick.gpus)
+            mirror.give(gone.host, gone.gpus)
         timeline.append((event.time, mirror.in_use(), mirror.free_domains()))
         if progress is not None:
             progress()
@@ -244,12 +254,15 @@ def simulate(client, hosts, layout, workload, flavors, rc, progress=None,
                   counts, timeline, picks, mirror.total)
 
 
-def _boot(client, event, query, mirror, rc, seed, ties, tie_break, counts):
+def _boot(client, event, query, mirror, rc, seed, rules, counts):
+    rng, tie_break, pick = rules
     counts.requested += 1
     body = client.get(query.url, version=request_mod.MICROVERSION)
     server = consumer_uuid(seed, event.index)
-    for host, _ in choice.rank(choice.by_host(body), ties, tie_break):
-        candidate = host.candidates[0]
+    hosts = [h for h in choice.by_host(body) if h.uuid in mirror.nodes]
+    for host, _ in choice.rank(hosts, rng, tie_break):
+        candidate = (choice.first_candidate(host, rng) if pick is None
+                     else pick(event.index, host))
         claimed = client.request(
             'PUT', '/allocations/%s' % server,
             body=choice.claim_body(candidate, PROJECT_ID, USER_ID),
