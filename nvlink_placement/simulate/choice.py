@@ -30,8 +30,13 @@ answer (nova 34.0.0):
      ``100 - min(free PCI devices, 99)``: hosts with *fewer* free devices
      win, so GPU servers stack on hosts already in use.
 
-   Zero by default or for this request: ``IoOpsWeigher`` (no builds in
-   flight between events), ``NumInstancesWeigher`` (0.0),
+   Zero by default or for this request: ``IoOpsWeigher`` (-1.0 times the
+   builds a host's resource tracker still counts, ``num_io_ops``; zero
+   once the compute's periodic resource update has run after a build,
+   ``[DEFAULT] update_resources_interval``, while the simulator's events
+   are hours apart. Boots in a burst are spread by it, against
+   ``PCIWeigher``'s stacking: not modelled. Found by the real-Nova check,
+   ``nova_tests/test_simulate_choice.py``), ``NumInstancesWeigher`` (0.0),
    ``BuildFailureWeigher`` (no failed builds), ``MetricsWeigher`` (no
    ``weight_setting``), ``HypervisorVersionWeigher`` (one version
    everywhere), ``ImagePropertiesWeigher`` (0.0), ``CrossCellWeigher`` and
