@@ -34,7 +34,11 @@ def _one_alias(aliases, flavors, path):
         raise errors.NvlinkError(
             '%s: the flavors ask for %s; the simulator runs one GPU alias'
             % (path, ', '.join(names) or 'no PCI alias'))
-    return aliases[names[0]] if names[0] in aliases else None
+    if names[0] not in aliases:
+        raise errors.NvlinkError(
+            '%s: alias %r is not configured (known: %s)'
+            % (path, names[0], ', '.join(sorted(aliases)) or 'none'))
+    return aliases[names[0]]
 
 
 def _add_inputs(parser):

@@ -270,6 +270,18 @@ class TestDefrag(_Files):
         self.assertEqual(['gpu.h100.1x.upstream'],
                          [m['flavor'] for m in moves])
 
+    def test_usage_errors(self):
+        result = self.defrag(self.reshaped, '--size', '4', '--count', '0')
+        self.assertEqual(3, result.code)
+        self.assertIn('--size and --count must be at least 1', result.stderr)
+        result = self.defrag(self.reshaped, '--size', '3', '--count', '1')
+        self.assertEqual(1, result.code)
+        self.assertIn('no flavor of 3 GPUs (sizes: 1, 2, 4)', result.stderr)
+        result = self.defrag(self.reshaped, '--size', '4', '--count', '1',
+                             '--commands', '-f', 'json')
+        self.assertEqual(3, result.code)
+        self.assertIn('does not go with --commands', result.stderr)
+
     def test_flavors_of_another_tree(self):
         result = self.defrag(self.flat, '--size', '4', '--count', '1')
         self.assertEqual(1, result.code)
