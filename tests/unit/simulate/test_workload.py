@@ -11,7 +11,7 @@ from nvlink_placement.simulate import workload as wl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, '..', '..', '..', 'etc', 'examples',
-                       'workload-gpu-mix.yaml')
+                       'workloads', 'gpu-mix.yaml')
 
 
 def document(**changes):
