@@ -13,10 +13,11 @@ get K free NVLink domains of N GPUs:
    and domain order). Each of those servers needs a destination: a host
    other than its own where its flavor's ``GET /allocation_candidates``
    (Nova's query) has a candidate, tried in Nova's weighed order
-   (:mod:`.choice`), whose first candidate (what Nova's scheduler claims
-   with ``--host``) uses no GPU of a domain being freed and leaves the
-   count of free N-GPU domains as it was. A domain whose servers cannot
-   all move is skipped.
+   (:mod:`.choice`), where *every* candidate uses no GPU of a domain
+   being freed and leaves the count of free N-GPU domains as it was: with
+   ``--host`` Nova's scheduler claims the host's first candidate, and
+   Placement's order is arbitrary (see :mod:`.choice`), so any of them
+   may be the one. A domain whose servers cannot all move is skipped.
 3. Every move is applied at once to an embedded Placement (``PUT
    /allocations/{server}`` with the destination's candidate: the source's
    GPUs are free), so the next destination check sees the state after
@@ -242,7 +243,7 @@ class _Planner(object):
     # -- moves --------------------------------------------------------------
 
     def destination(self, server, protected):
-        """``(host, candidate)`` Nova would take on a suitable host, or None.
+        """``(host, candidate, GPUs)`` on a suitable host, or None.
 
         :param protected: dict host -> set of addresses being freed.
         """
@@ -252,15 +253,19 @@ class _Planner(object):
         for state, _ in sorted(zip(states, choice.weigh(states)),
                                key=lambda sw: -sw[1]):
             name = self._host_of(state.uuid)
-            candidate = state.candidates[0]
-            taken = {self.gpu_of[u][1] for u, a in
-                     candidate['allocations'].items() if u in self.gpu_of}
-            if taken & protected.get(name, set()):
-                continue
             before = self.free_domains(name)
-            if self.free_domains(name, self.free[name] - taken) < before:
-                continue
-            return name, candidate, taken
+            fine = []
+            for candidate in state.candidates:
+                taken = {self.gpu_of[u][1] for u, a in
+                         candidate['allocations'].items() if u in self.gpu_of}
+                if taken & protected.get(name, set()) or self.free_domains(
+                        name, self.free[name] - taken) < before:
+                    break
+                fine.append((candidate, taken))
+            else:
+                # Every candidate there is fine: whichever Placement lists
+                # first (its order is arbitrary), Nova's pick is.
+                return (name,) + fine[0]
         return None
 
     def _host_of(self, node_uuid):
