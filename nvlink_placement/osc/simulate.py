@@ -7,7 +7,10 @@ import os
 from nvlink_placement import errors
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import live
+from nvlink_placement.osc import offline
+from nvlink_placement.osc import progress
 from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
@@ -60,7 +63,7 @@ def _add_inputs(parser):
                              'has none (e.g. CUSTOM_PCI_10DE_2330).')
 
 
-class Simulate(common.Lister):
+class Simulate(commands.Lister):
     """Replay a GPU workload as Nova places it; compare tree layouts.
 
     Offline: each layout runs in its own embedded, real Placement loaded
@@ -122,7 +125,7 @@ class Simulate(common.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        topology = common.load_topology(self.app, parsed_args.topology)
+        topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         workload = workload_mod.load(parsed_args.workload)
         flavors = request.read_flavors(parsed_args.flavors)
@@ -166,7 +169,7 @@ class Simulate(common.Lister):
 
     def _run(self, hosts, layouts, runs, workload, document, rc, save):
         from nvlink_placement.placement import embedded
-        bar = common.progress(workload.events * len(layouts), 'simulate')
+        bar = progress.bar(workload.events * len(layouts), 'simulate')
         if bar is not None:
             bar.unit = 'event'
         results = []
@@ -180,7 +183,7 @@ class Simulate(common.Lister):
                         path = os.path.join(save, '%s.json' % layout)
                         state = client.placement.export()
                         snapshot.write_file(state, path)
-                        self.app.stderr.write(common.snapshot_written(
+                        self.app.stderr.write(offline.snapshot_written(
                             path, state))
         finally:
             if bar is not None:
@@ -188,7 +191,7 @@ class Simulate(common.Lister):
         return results
 
 
-class Defrag(common.OwnOutput, common.Lister):
+class Defrag(commands.OwnOutput, commands.Lister):
     """Advise the fewest cold migrations that free K NVLink domains of N GPUs.
 
     Reads the current state (live, or --snapshot FILE): which servers
@@ -226,8 +229,8 @@ class Defrag(common.OwnOutput, common.Lister):
         parser.add_argument('--commands', action='store_true',
                             help='Print only the commands (not with -f or '
                                  '-c).')
-        common.add_placement_arguments(parser)
-        common.add_retry_arguments(parser)
+        offline.add_placement_arguments(parser)
+        live.add_retry_arguments(parser)
         return parser
 
     def run(self, parsed_args):
@@ -237,7 +240,7 @@ class Defrag(common.OwnOutput, common.Lister):
     def take_action(self, parsed_args):
         if parsed_args.size < 1 or parsed_args.count < 1:
             raise errors.UsageError('--size and --count must be at least 1')
-        topology = common.load_topology(self.app, parsed_args.topology)
+        topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         flavors = request.read_flavors(parsed_args.flavors)
         aliases = _aliases(parsed_args, hosts, flavors)
@@ -255,7 +258,7 @@ class Defrag(common.OwnOutput, common.Lister):
                     parsed_args.flavors, parsed_args.size, ', '.join(
                         str(q.size) for q in queries)))
         if parsed_args.snapshot:
-            with common.placement(self.app, parsed_args) as client:
+            with offline.placement(self.app, parsed_args) as client:
                 advice = defrag.advise(client, hosts, queries,
                                        parsed_args.size, parsed_args.count)
         else:
@@ -263,8 +266,8 @@ class Defrag(common.OwnOutput, common.Lister):
                 raise errors.UsageError(
                     '--save-snapshot needs --snapshot (the live cloud is '
                     'never written)')
-            live = common.live_client(self.app, parsed_args)
-            document = snapshot_api.export(live, [h.name for h in hosts])
+            cloud = live.live_client(self.app, parsed_args)
+            document = snapshot_api.export(cloud, [h.name for h in hosts])
             from nvlink_placement.placement import embedded
             with embedded.EmbeddedPlacement(document) as client:
                 advice = defrag.advise(client, hosts, queries,
