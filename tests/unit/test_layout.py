@@ -33,8 +33,9 @@ ALLOWED = {
     'plan': {BASE, 'topology', 'placement'},
     'flavors': {BASE, 'topology', 'placement'},
     'report': {BASE, 'topology', 'placement', 'plan'},
+    'simulate': {BASE, 'topology', 'placement', 'plan', 'flavors'},
     'osc': {BASE, 'topology', 'fabric', 'discovery', 'hook', 'placement',
-            'plan', 'flavors', 'report'},
+            'plan', 'flavors', 'report', 'simulate'},
 }
 
 

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Measure ``openstack nvlink simulate`` at scale.
+
+N HGX H100 hosts (100 by default: 800 GPUs), a seeded workload of E events
+(2000 by default: 1-, 2- and 4-GPU servers 5:3:2, exponential arrivals and
+lifetimes sized to keep the cloud about 80 % busy), each layout in its own
+embedded Placement, with the same code as the command (the engine of
+:mod:`nvlink_placement.simulate`). Prints, per layout: wall time, CPU
+seconds (the process's: on a shared machine the fair measure), the mean
+time of each flavor's ``GET /allocation_candidates``,
+and the per-flavor results; then an RST table for doc/source/performance.rst.
+
+This is a script, not a test: it never asserts times.
+
+Usage: ``python benchmarks/simulate_scale.py [--hosts 100] [--events 2000]
+[--layout flat --layout reshaped]``
+"""
+
+import argparse
+import collections
+import os
+import platform
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from nvlink_placement.flavors import generate  # noqa: E402
+from nvlink_placement.flavors import release  # noqa: E402
+from nvlink_placement.flavors import request  # noqa: E402
+from nvlink_placement.placement import embedded  # noqa: E402
+from nvlink_placement.placement import nova_tree  # noqa: E402
+from nvlink_placement.simulate import engine  # noqa: E402
+from nvlink_placement.simulate import report  # noqa: E402
+from nvlink_placement.simulate import workload as workload_mod  # noqa: E402
+from nvlink_placement.topology import loader  # noqa: E402
+from tests import novalike  # noqa: E402
+
+RC = novalike.GPU_RC
+
+
+def topology(hosts):
+    return loader.parse({'version': 1, 'hosts': {
+        'compute-%03d' % i: {'board': 'hgx-h100-8gpu',
+                             'gpus': dict(novalike.BOARD1)}
+        for i in range(hosts)}}, '<benchmark>')
+
+
+def workload(hosts, events, seed):
+    gpus = hosts * 8
+    mean_gpus = (5 * 1 + 3 * 2 + 2 * 4) / 10.0
+    lifetime = 12.0
+    rate = 0.8 * gpus / (lifetime * mean_gpus)      # boots per hour
+    return workload_mod.parse({
+        'version': 1, 'seed': seed, 'events': events,
+        'arrival': {'distribution': 'exponential', 'mean': 1.0 / rate},
+        'lifetime': {'distribution': 'exponential', 'mean': lifetime},
+        'flavors': [{'gpus': 1, 'weight': 5}, {'gpus': 2, 'weight': 3},
+                    {'gpus': 4, 'weight': 2}]}, '<benchmark workload>')
+
+
+class _Timed(object):
+    """A client wrapper timing the allocation candidates queries."""
+
+    def __init__(self, client, urls):
+        self._client = client
+        self._urls = urls
+        self.times = collections.defaultdict(list)
+
+    def get(self, url, **kwargs):
+        started = time.monotonic()
+        body = self._client.get(url, **kwargs)
+        if url in self._urls:
+            self.times[self._urls[url]].append(time.monotonic() - started)
+        return body
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--hosts', type=int, default=100)
+    parser.add_argument('--events', type=int, default=2000)
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--layout', action='append', default=[],
+                        choices=engine.LAYOUTS)
+    args = parser.parse_args()
+    topo = topology(args.hosts)
+    hosts = list(topo.hosts.values())
+    load = workload(args.hosts, args.events, args.seed)
+    ours = [request.flavor_from_dict(f.as_dict()) for f in generate.generate(
+        hosts, 'h100', sizes=[1, 2, 4]).flavors]
+    aliases = {'h100': request.Alias('h100', RC)}
+    nova = release.choose(None, release.AUTO)
+    by_size = engine.flavors_by_size(ours, aliases, nova, load, 'bench')
+    runs = {engine.RESHAPED: by_size, engine.FLAT: engine.flavors_by_size(
+        list(engine.upstream_flavors({s: f for s, (f, _) in
+                                      by_size.items()}, 'h100').values()),
+        aliases, nova, load, 'bench')}
+    document = nova_tree.from_topology(topo, resource_class=RC)
+    print('machine: %s, %d CPUs, Python %s; %d hosts, %d events'
+          % (platform.processor() or platform.machine(), os.cpu_count(),
+             platform.python_version(), args.hosts, args.events))
+    table = []
+    for layout in args.layout or list(engine.LAYOUTS):
+        urls = {q.url: s for s, (_, q) in runs[layout].items()}
+        started, cpu = time.monotonic(), time.process_time()
+        with embedded.EmbeddedPlacement(document) as client:
+            loaded = time.monotonic() - started
+            timed = _Timed(client, urls)
+            result = engine.simulate(timed, hosts, layout, load,
+                                     runs[layout], RC)
+        wall = time.monotonic() - started
+        cpu = time.process_time() - cpu
+        queries = ', '.join('%d-GPU %.3f s' % (s, sum(t) / len(t))
+                            for s, t in sorted(timed.times.items()))
+        print('%s: %.1f s wall (load %.1f s), %.1f s CPU, %.3f CPU s per '
+              'event; mean query (wall): %s' % (
+                  layout, wall, loaded, cpu, cpu / args.events, queries))
+        for row in report.rows([result]):
+            print('  ', row)
+        print('  ', report.summary([result])[0])
+        table.append((layout, wall, cpu, queries))
+    print()
+    rule = '=========  ========  =======  ===========  ' + '=' * 44
+    print(rule)
+    print('layout     wall s    CPU s    CPU s/event  mean allocation '
+          'candidates query (wall)')
+    print(rule)
+    for layout, wall, cpu, queries in table:
+        print('%-9s  %8.1f  %7.1f  %11.3f  %s' % (
+            layout, wall, cpu, cpu / args.events, queries))
+    print(rule)
+
+
+if __name__ == '__main__':
+    main()

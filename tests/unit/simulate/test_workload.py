@@ -1,0 +1,109 @@
+"""The workload file: validation with file and key, seeded events."""
+
+import os
+
+import fixtures
+from oslotest import base
+import yaml
+
+from nvlink_placement import errors
+from nvlink_placement.simulate import workload as wl
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, '..', '..', '..', 'etc', 'examples',
+                       'workloads', 'gpu-mix.yaml')
+
+
+def document(**changes):
+    doc = {'version': 1, 'seed': 3, 'events': 8,
+           'arrival': {'distribution': 'exponential', 'mean': 1},
+           'lifetime': {'distribution': 'fixed', 'value': 2},
+           'flavors': [{'gpus': 1, 'weight': 1},
+                       {'gpus': 4, 'weight': 1, 'lifetime': {
+                           'distribution': 'exponential', 'mean': 0.5}}]}
+    doc.update(changes)
+    return doc
+
+
+class TestParse(base.BaseTestCase):
+
+    def error(self, doc):
+        return str(self.assertRaises(errors.NvlinkError, wl.parse, doc,
+                                     'w.yaml'))
+
+    def test_example_file(self):
+        workload = wl.load(EXAMPLE)
+        self.assertEqual(2026, workload.seed)
+        self.assertEqual(400, workload.events)
+        self.assertEqual([1, 2, 4], workload.sizes)
+        self.assertEqual(wl.Distribution(wl.FIXED, 24.0), workload.mix[2][2])
+        self.assertEqual(wl.Distribution(wl.EXPONENTIAL, 12.0),
+                         workload.mix[0][2])
+
+    def test_errors_name_file_and_key(self):
+        self.assertEqual("w.yaml: events: expected an integer, got a "
+                         "string '10'", self.error(document(events='10')))
+        self.assertEqual(
+            "w.yaml: flavors[1].gpus: expected an integer, got null",
+            self.error(document(flavors=[{'gpus': 1, 'weight': 1},
+                                         {'gpus': None, 'weight': 1}])))
+        self.assertEqual("w.yaml: arrival.distribution: expected "
+                         "'exponential' or 'fixed', got a string 'poisson'",
+                         self.error(document(arrival={
+                             'distribution': 'poisson', 'mean': 1})))
+        self.assertEqual("w.yaml: top level: unknown key 'sed'",
+                         self.error(dict(document(), sed=1)))
+        self.assertEqual("w.yaml: arrival: the exponential distribution "
+                         "needs 'mean'",
+                         self.error(document(arrival={
+                             'distribution': 'exponential', 'value': 1})))
+        self.assertIn('w.yaml: flavors[1].gpus: 1 GPUs are in the mix twice',
+                      self.error(document(flavors=[
+                          {'gpus': 1, 'weight': 1},
+                          {'gpus': 1, 'weight': 2}])))
+        self.assertIn('w.yaml: flavors[0].weight:',
+                      self.error(document(flavors=[{'gpus': 1,
+                                                    'weight': 0}])))
+
+    def test_fixed_takes_value(self):
+        self.assertEqual("w.yaml: lifetime.mean: the fixed distribution "
+                         "takes 'value', not 'mean'",
+                         self.error(document(lifetime={
+                             'distribution': 'fixed', 'value': 1,
+                             'mean': 2})))
+
+    def test_every_problem_listed(self):
+        message = self.error(document(seed=-1, events=0))
+        self.assertEqual(['w.yaml: events: 0 is less than the minimum of 1',
+                          'w.yaml: seed: -1 is less than the minimum of 0'],
+                         message.splitlines())
+
+    def test_file_errors_name_the_file(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'bad.yaml')
+        with open(path, 'w') as f:
+            yaml.safe_dump(document(version=2), f)
+        self.assertEqual('%s: version: expected 1, got an integer 2' % path,
+                         str(self.assertRaises(errors.NvlinkError, wl.load,
+                                               path)))
+
+
+class TestEvents(base.BaseTestCase):
+
+    def test_seeded_sequence(self):
+        events = [(round(e.time, 4), e.kind, e.index, e.gpus)
+                  for e in wl.events(wl.parse(document()))]
+        self.assertEqual([(0.2718, 'boot', 0, 4), (0.5027, 'delete', 0, 4),
+                          (1.1979, 'boot', 1, 4), (1.2112, 'boot', 2, 4),
+                          (1.2318, 'delete', 1, 4), (1.3613, 'delete', 2, 4),
+                          (1.4782, 'boot', 3, 4), (1.7958, 'delete', 3, 4)],
+                         events)
+
+    def test_fixed_lifetime_and_count(self):
+        doc = document(events=5, flavors=[{'gpus': 2, 'weight': 1}],
+                       arrival={'distribution': 'fixed', 'value': 1.5})
+        events = [(e.time, e.kind, e.index) for e in
+                  wl.events(wl.parse(doc))]
+        self.assertEqual([(1.5, 'boot', 0), (3.0, 'boot', 1),
+                          (3.5, 'delete', 0), (4.5, 'boot', 2),
+                          (5.0, 'delete', 1)], events)
