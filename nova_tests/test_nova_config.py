@@ -25,6 +25,7 @@ from oslo_config import cfg
 import placement.conf
 
 from nova_tests import base
+from nova_tests import series
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import novaconfig
 from nvlink_placement.topology import loader
@@ -141,9 +142,12 @@ class TestNovaConfig(test.NoDBTestCase):
             validators.validate(name, value)
         mosk = [f for f in generate.generate(self.hosts, base.ALIAS).flavors
                 if f.kind == generate.DOMAIN]
+        # Upstream Nova refuses the named alias; with nova-patches/ every
+        # key passes (the placement: keys then have a validator).
+        refused = {generate.ALIAS_KEY} if not series.installed() else set()
         for flavor in mosk:
             for name, value in flavor.extra_specs.items():
-                if name == generate.ALIAS_KEY:
+                if name in refused:
                     self.assertRaises(exception.ValidationError,
                                       validators.validate, name, value)
                 else:

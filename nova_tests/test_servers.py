@@ -22,6 +22,7 @@ import openstack
 import yaml
 
 from nova_tests import base
+from nova_tests import series
 from nvlink_placement import errors
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
@@ -116,6 +117,7 @@ class TestServers(base.NovaTestCase):
                       self.queries[-1])
         self.assertEqual((0, []), self.check([HOST]))
 
+    @series.upstream_only
     def test_named_alias_flavors_are_refused_by_upstream_nova(self):
         exc = self.assertRaises(errors.NvlinkError, compute.apply,
                                 self.connection(),
@@ -134,6 +136,7 @@ class TestServers(base.NovaTestCase):
         self.assertEqual([], [f['name'] for f in self.admin_api.get_flavors()
                               if f['name'].startswith('gpu.')])
 
+    @series.upstream_only
     def test_named_alias_below_2_86_is_stored_and_every_boot_fails(self):
         spec = [s for s in self.flavors(generate.MOSK) if s.size == 2][0]
         self.api.microversion = self.admin_api.microversion = '2.85'
