@@ -129,8 +129,9 @@ class TestServers(base.NovaTestCase):
             "'[^:]+:\\d+(?:\\s*,\\s*[^:]+:\\d+)*'.). Upstream Nova accepts "
             "only alias:count in pci_passthrough:alias; the named-alias "
             "(alias:count:prefix) NVLink-domain flavors need a Nova with the "
-            "MOSK extension. On upstream Nova generate with --dialect "
-            "upstream (1-GPU and whole-host flavors only). Flavor "
+            "MOSK extension, or upstream Nova 34.0.0 with the nova-patches/ "
+            "series of nvlink-placement. On upstream Nova generate with "
+            "--dialect upstream (1-GPU and whole-host flavors only). Flavor "
             "gpu.h100.2x, created by this run, was deleted again. Nothing "
             "else was written.", str(exc))
         self.assertEqual([], [f['name'] for f in self.admin_api.get_flavors()
