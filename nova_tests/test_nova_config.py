@@ -142,13 +142,18 @@ class TestNovaConfig(test.NoDBTestCase):
             validators.validate(name, value)
         mosk = [f for f in generate.generate(self.hosts, base.ALIAS).flavors
                 if f.kind == generate.DOMAIN]
-        # Upstream Nova refuses the named alias; with nova-patches/ every
-        # key passes (the placement: keys then have a validator).
-        refused = {generate.ALIAS_KEY} if not series.installed() else set()
+        self.assertEqual([2, 4], [f.size for f in mosk])
+        # With nova-patches/ every key passes (the placement: keys then
+        # have a validator too).
+        patched = series.installed()
+        refused = []
         for flavor in mosk:
             for name, value in flavor.extra_specs.items():
-                if name in refused:
+                if name == generate.ALIAS_KEY and not patched:
                     self.assertRaises(exception.ValidationError,
                                       validators.validate, name, value)
+                    refused.append(flavor.size)
                 else:
                     validators.validate(name, value)
+        # Upstream Nova refuses the named alias of each of them.
+        self.assertEqual([] if patched else [2, 4], refused)

@@ -10,12 +10,16 @@ functional tests bulk-load in milliseconds. The tree: the compute node RP
 named after the hypervisor hostname with VCPU, MEMORY_MB and DISK_GB and
 the traits of a Nova 34 node (OWNER_NOVA included); one child RP per PCI
 device named ``<hypervisor_hostname>_<ADDRESS upper>`` with ``{RC: total
-1, max_unit 1}`` and traits COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA.
+1, max_unit 1}`` and traits COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA, plus
+the member traits of ``nova-config``'s ``[pci] device_spec`` for a board
+map (:func:`member_traits`).
 """
 
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
+from nvlink_placement.topology import loader
+from nvlink_placement.topology import members
 from nvlink_placement.topology import pci
 
 GPU_RC = 'CUSTOM_PCI_10DE_2330'
@@ -33,6 +37,21 @@ BOARD2 = {'0000:18:00.0': 2, '0000:2a:00.0': 4, '0000:3a:00.0': 1,
 
 node_uuid = nova_tree.node_uuid
 pci_uuid = nova_tree.pci_uuid
+H100 = 'hgx-h100-8gpu'
+
+
+def member_traits(addresses, board=H100):
+    """The member traits Nova gives each GPU with nova-config's device_spec.
+
+    :param addresses: a board map (PCI address -> module id) of ``board``;
+        a list (no module ids) or ``board`` None gives none.
+    :returns: dict address -> tuple of traits.
+    """
+    if board is None or not isinstance(addresses, dict) or not addresses:
+        return {}
+    topology = loader.parse({'version': 1, 'hosts': {'h': {
+        'board': board, 'gpus': dict(addresses)}}}, '<novalike>')
+    return members.traits(topology.hosts['h'], topology.trait_prefix)
 
 
 def _put_inventory(client, rp_uuid, generation, inventories):
@@ -52,7 +71,7 @@ def _put_traits(client, rp_uuid, generation, traits):
 
 
 def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
-              memory_mb=2063784, disk_gb=3500):
+              memory_mb=2063784, disk_gb=3500, board=H100):
     """Create one compute node tree as Nova would, request by request.
 
     On an embedded Placement the same tree is bulk-loaded instead (the
@@ -62,7 +81,7 @@ def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
     """
     if isinstance(client, embedded.EmbeddedClient):
         tree = document({host: addresses}, rc=rc, vcpus=vcpus,
-                        memory_mb=memory_mb, disk_gb=disk_gb)
+                        memory_mb=memory_mb, disk_gb=disk_gb, board=board)
         client.placement.load(tree)
         return names_in(tree)
     client.request('PUT', '/resource_classes/%s' % rc, version='1.7',
@@ -78,6 +97,11 @@ def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
         'DISK_GB': {'total': disk_gb, 'max_unit': disk_gb}})
     _put_traits(client, cn, gen, NODE_TRAITS)
     names = {host: cn}
+    extra = member_traits(addresses, board)
+    # Nova's report client creates the custom traits of device_spec first.
+    for trait in sorted({t for ts in extra.values() for t in ts}):
+        client.request('PUT', '/traits/%s' % trait, version='1.6',
+                       expect=(201, 204))
     for address in sorted(addresses):
         name = pci.nova_provider_name(host, address)
         child = pci_uuid(cn, address)
@@ -86,21 +110,25 @@ def seed_host(client, host, addresses, rc=GPU_RC, vcpus=224,
                                   'parent_provider_uuid': cn})
         gen = _put_inventory(client, child, rp['generation'],
                              {rc: {'total': 1, 'max_unit': 1}})
-        _put_traits(client, child, gen, PCI_TRAITS)
+        _put_traits(client, child, gen,
+                    set(PCI_TRAITS) | set(extra.get(address, ())))
         names[name] = child
     return names
 
 
-def document(hosts, rc=GPU_RC, **sizes):
+def document(hosts, rc=GPU_RC, board=H100, **sizes):
     """The trees :func:`seed_host` creates, as a snapshot.
 
     :param hosts: dict host name -> PCI addresses (a board map or list).
+    :param board: the board of the maps, for their member traits
+        (:func:`member_traits`); None: Nova not configured for them.
     :param sizes: ``vcpus``, ``memory_mb``, ``disk_gb``.
     """
     providers = []
     for host, addresses in hosts.items():
         providers.extend(nova_tree.host_providers(
-            host, {a: rc for a in addresses}, **sizes))
+            host, {a: rc for a in addresses},
+            traits=member_traits(addresses, board), **sizes))
     return snapshot.document(providers, {})
 
 

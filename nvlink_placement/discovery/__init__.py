@@ -2,12 +2,15 @@
 
 One module per source: :mod:`.sysfs` (PCI devices), :mod:`.nvidia_smi`
 (``nvidia-smi -q``), :mod:`.topo_matrix` (``nvidia-smi topo -m``),
-:mod:`.fabric_manager` (libnvfm and ``fmpm -l`` JSON), :mod:`.module_ids`
+:mod:`.fm_partitions` (``fmpm -l`` JSON, and Fabric Manager partitions as
+NVLink groups; FM itself is asked through :mod:`nvlink_placement.fabric`),
+:mod:`.module_ids`
 (the BDF -> module id mapping file), :mod:`.health` (per-GPU health rules)
 and :mod:`.inspect`, which combines them into one host fragment.
 
 Everything here runs on a compute node where only PyYAML is installed: it
 imports the standard library, PyYAML and the standard-library-only modules
-``nvlink_placement.topology.pci/laminar/boards`` and
-``nvlink_placement.errors``, nothing else.
+``nvlink_placement.topology.pci/laminar/boards``,
+``nvlink_placement.errors``, ``nvlink_placement.documents`` and
+``nvlink_placement.fabric``, nothing else.
 """

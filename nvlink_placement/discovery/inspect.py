@@ -11,15 +11,16 @@ import collections
 import dataclasses
 import os
 
-from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import files
+from nvlink_placement.discovery import fm_partitions
 from nvlink_placement.discovery import health
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import nvidia_smi
 from nvlink_placement.discovery import sysfs
 from nvlink_placement.discovery import topo_matrix
 from nvlink_placement import errors
-from nvlink_placement.hook import fabric
+from nvlink_placement.fabric import access
+from nvlink_placement.fabric import client
 from nvlink_placement.topology import boards
 from nvlink_placement.topology import pci
 
@@ -36,7 +37,7 @@ class HostSources:
     :ivar mapping: :class:`module_ids.ModuleIds` from the mapping file.
     :ivar smi: :class:`nvidia_smi.SmiReport`.
     :ivar topo: :class:`topo_matrix.TopoMatrix`.
-    :ivar fm: :class:`fabric_manager.FmReport`.
+    :ivar fm: :class:`client.FmReport`.
     :ivar board_name: the ``--board`` name as given; ``board`` its
         :class:`boards.Board`.
     :ivar notes: notes from gathering (e.g. nvidia-smi timed out).
@@ -47,7 +48,7 @@ class HostSources:
     mapping: module_ids.ModuleIds | None = None
     smi: nvidia_smi.SmiReport | None = None
     topo: topo_matrix.TopoMatrix | None = None
-    fm: fabric_manager.FmReport | None = None
+    fm: client.FmReport | None = None
     board_name: str | None = None
     board: boards.Board | None = None
     notes: list = dataclasses.field(default_factory=list)
@@ -56,9 +57,9 @@ class HostSources:
 def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
            topo_matrix_file=None, use_nvidia_smi=True, fm_address=None,
            fm_socket=None, fm_library=None,
-           fm_timeout=fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0,
+           fm_timeout=client.DEFAULT_TIMEOUT_MS / 1000.0,
            fmpm_json=None, use_fm=True, board=None,
-           fm_deadline=fabric.DEFAULT_DEADLINE):
+           fm_deadline=access.DEFAULT_DEADLINE):
     """Read every source the options ask for.
 
     :param mapping: mapping file; None: the default
@@ -69,7 +70,7 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
         and nvidia-smi is on PATH, ``nvidia-smi -q`` and ``nvidia-smi topo
         -m`` are run (:func:`nvidia_smi.run`, 5 s timeout each).
     :param fm_address, fm_socket, fm_library, fm_timeout, fm_deadline:
-        see :func:`nvlink_placement.hook.fabric.read_partitions`; FM is
+        see :func:`nvlink_placement.fabric.access.read_partitions`; FM is
         asked when one of the first three is given (then every failure is
         an error) or, with none, when libnvfm can be loaded (then a missing
         library just means "no FM"); times in seconds.
@@ -123,9 +124,9 @@ def gather(hostname, sysfs_root='/sys', mapping=None, nvidia_smi_q=None,
                 found.topo = topo_matrix.parse(text, '`nvidia-smi topo -m`')
 
     if fmpm_json:
-        found.fm = fabric_manager.read_fmpm_json(fmpm_json)
+        found.fm = fm_partitions.read_fmpm_json(fmpm_json)
     elif use_fm:
-        found.fm = fabric.read_partitions(
+        found.fm = access.read_partitions(
             fm_library, fm_address, fm_socket, fm_timeout, fm_deadline,
             explicit=bool(fm_address or fm_socket or fm_library))
     return found
@@ -350,7 +351,7 @@ def build_fragment(found):
 
     groups, source = [], None
     if found.fm is not None:
-        fm = fabric_manager.fm_view(found.fm, list(gpus), ids)
+        fm = fm_partitions.fm_view(found.fm, list(gpus), ids)
         for address, reasons in fm.degraded.items():
             nvlink_reasons[address].extend(reasons)
         if fm.dropped:

@@ -13,13 +13,13 @@ import socket
 
 import yaml
 
-from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import files
 from nvlink_placement.discovery import inspect
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import nvidia_smi
 from nvlink_placement import errors
-from nvlink_placement.hook import fabric
+from nvlink_placement.fabric import access
+from nvlink_placement.fabric import client
 from nvlink_placement.topology import boards
 
 
@@ -45,8 +45,8 @@ def add_fm_arguments(parser, no_fm):
     fm.add_argument(
         '--fm-address', metavar='HOST[:PORT]',
         help='ask the Fabric Manager at this TCP address (default: %s:%d)'
-             % (fabric_manager.DEFAULT_ADDRESS,
-                fabric_manager.FM_CMD_PORT_NUMBER))
+             % (client.DEFAULT_ADDRESS,
+                client.FM_CMD_PORT_NUMBER))
     fm.add_argument(
         '--fm-socket', metavar='PATH',
         help='ask the Fabric Manager listening on this Unix socket')
@@ -62,16 +62,16 @@ def add_fm_arguments(parser, no_fm):
     parser.add_argument(
         '--fm-library', metavar='PATH',
         help='libnvfm to load (default: libnvfm.so.1, then libnvfm.so)')
-    timeout = fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0
+    timeout = client.DEFAULT_TIMEOUT_MS / 1000.0
     parser.add_argument(
         '--fm-timeout', metavar='SECONDS', type=_seconds, default=timeout,
         help='Fabric Manager connection timeout (default: %g)' % timeout)
     parser.add_argument(
         '--fm-deadline', metavar='SECONDS', type=_seconds,
-        default=fabric.DEFAULT_DEADLINE,
+        default=access.DEFAULT_DEADLINE,
         help='give up on Fabric Manager after this long, whatever it does '
              '(libnvfm runs in a child process that is stopped then; '
-             'default: %g)' % fabric.DEFAULT_DEADLINE)
+             'default: %g)' % access.DEFAULT_DEADLINE)
     return parser
 
 

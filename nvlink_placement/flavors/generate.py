@@ -1,32 +1,40 @@
 """Flavor specs that keep a VM's GPUs inside one NVLink domain.
 
 Pure: from :class:`nvlink_placement.topology.model.Host` objects to
-:class:`FlavorSpec` objects. The keys follow DESIGN.md section 5; for N
-GPUs of alias ``A`` whose N-GPU domains carry trait ``<prefix>N``
-(``mosk`` dialect)::
+:class:`FlavorSpec` objects. The keys follow DESIGN.md section 5, extended
+by member traits (:mod:`nvlink_placement.topology.members`); for N GPUs of
+alias ``A`` whose N-GPU domains carry trait ``<prefix>N`` (``mosk``
+dialect)::
 
-    pci_passthrough:alias     = A:N:_A
-    trait_nvlN:<prefix>N      = required
-    placement:same_subtree    = _A-0,...,_A-<N-1>,_nvlN
-    placement:group_policy    = none
+    pci_passthrough:alias            = A:N:_A
+    trait_nvlN:<prefix>N             = required
+    trait_A-<i>:<prefix>N_MEMBER<i>  = required     (i = 0 .. N-1)
+    placement:same_subtree           = _A-0,...,_A-<N-1>,_nvlN
+    placement:group_policy           = none
 
 Nova turns the alias into one request group per GPU, suffixed
 ``_A-<i>`` (the third alias field names them; a downstream MOSK
 extension); ``trait_nvlN`` makes the resourceless group ``_nvlN`` that
 only a group resource provider satisfies, and ``same_subtree`` makes it
-the ancestor of every GPU. 1-GPU flavors and whole-host flavors carry
-only ``pci_passthrough:alias = A:N``.
+the ancestor of every GPU. ``trait_A-<i>`` joins the member trait to GPU
+group ``i`` (``[filter_scheduler] allow_pci_traits_in_flavor``), so each
+free domain is one allocation candidate instead of N! permutations. The
+whole-host flavor carries the alias and member keys and the policy, no
+subtree; 1-GPU flavors only ``pci_passthrough:alias = A:1``.
 
 Upstream Nova accepts only ``alias:count`` (``nova/pci/request.py``
 unpacks ``name, count = spec.split(':')``) and suffixes each GPU's group
 with a random UUID (``<request_id>-<i>``), so no flavor key can refer to
-them: the ``upstream`` dialect refuses every size but 1 and whole-host.
+them: the ``upstream`` dialect refuses every size but 1 and whole-host,
+and its whole-host flavor (``alias:N``, no member traits) makes Placement
+enumerate the N! orders of the host's GPUs (see ``nova-config``).
 """
 
 import dataclasses
 import re
 
 from nvlink_placement import errors
+from nvlink_placement.topology import members
 from nvlink_placement.topology import model
 
 MOSK = 'mosk'
@@ -187,22 +195,43 @@ def domain_suffix(size):
     return '_nvl%d' % size
 
 
-def extra_specs(alias, size, kind, trait_prefix=model.DEFAULT_TRAIT_PREFIX):
+def member_keys(alias, size, trait_prefix=model.DEFAULT_TRAIT_PREFIX):
+    """``trait_A-<i>:<prefix>N_MEMBER<i> = required`` for each GPU group.
+
+    Group ``i`` may only be member ``i`` of an N-GPU domain
+    (:mod:`nvlink_placement.topology.members`), so each free domain is one
+    allocation candidate. Nova joins these keys to the named PCI request
+    groups with ``[filter_scheduler] allow_pci_traits_in_flavor = True``.
+    """
+    return {'trait%s:%s' % (gpu_suffix(alias, i),
+                            members.member_trait(trait_prefix, size, i)):
+            'required' for i in range(size)}
+
+
+def extra_specs(alias, size, kind, trait_prefix=model.DEFAULT_TRAIT_PREFIX,
+                dialect=MOSK):
     """The extra specs of a flavor of ``size`` GPUs of ``alias``.
 
     :param kind: from :func:`classify`.
+    :param dialect: :data:`MOSK` names the GPU groups and gives each its
+        member trait (a whole-host flavor too: one candidate per free
+        host instead of ``N!``); :data:`UPSTREAM` (only sizes 1 and
+        whole-host) sends ``alias:count``.
     :returns: dict key -> value (str), in display order.
     """
-    if kind != DOMAIN:
+    if kind == SINGLE or dialect == UPSTREAM:
         return {ALIAS_KEY: '%s:%d' % (alias, size)}
-    groups = [gpu_suffix(alias, i) for i in range(size)]
-    return {
-        ALIAS_KEY: '%s:%d:_%s' % (alias, size, alias),
-        'trait%s:%s%d' % (domain_suffix(size), trait_prefix, size):
-            'required',
-        SUBTREE_KEY: ','.join(groups + [domain_suffix(size)]),
-        POLICY_KEY: 'none',
-    }
+    specs = {ALIAS_KEY: '%s:%d:_%s' % (alias, size, alias)}
+    if kind == DOMAIN:
+        specs['trait%s:%s%d' % (domain_suffix(size), trait_prefix,
+                                size)] = 'required'
+    specs.update(member_keys(alias, size, trait_prefix))
+    if kind == DOMAIN:
+        specs[SUBTREE_KEY] = ','.join(
+            [gpu_suffix(alias, i) for i in range(size)] +
+            [domain_suffix(size)])
+    specs[POLICY_KEY] = 'none'
+    return specs
 
 
 def check_alias(alias, sizes=()):
@@ -308,7 +337,8 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
             raise errors.NvlinkError('%s must be at most %d (Nova\'s limit '
                                      'for a flavor)' % (what, MAX_AMOUNT))
     kinds, refused = judge_sizes(hosts, sizes, dialect)
-    check_alias(alias, [s for s, k in kinds.items() if k == DOMAIN])
+    check_alias(alias, [s for s, k in kinds.items()
+                        if k != SINGLE and dialect == MOSK])
     flavors, names = [], {}
     for size, kind in kinds.items():
         name = flavor_name(name_template, alias, size)
@@ -328,7 +358,8 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
         flavors.append(FlavorSpec(
             name=name, size=size, kind=kind, vcpus=vcpus_per_gpu * size,
             ram=ram_per_gpu * size, disk=disk,
-            extra_specs=extra_specs(alias, size, kind, trait_prefix)))
+            extra_specs=extra_specs(alias, size, kind, trait_prefix,
+                                    dialect)))
     return Generated(flavors, refused, _notes(hosts, kinds))
 
 

@@ -19,9 +19,13 @@ import json
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
+from nvlink_placement.topology import members as members_mod
+from nvlink_placement.topology import model
+from nvlink_placement.topology import pci
 
 COLUMNS = ('service', 'section', 'option', 'value', 'reason')
 COMPUTE = 'nova-compute'
+COMPUTE_ON = 'nova-compute (%s)'
 ALIAS_SERVICES = 'nova-api, nova-compute'
 CONTROL = 'nova-api, nova-scheduler, nova-conductor'
 SCHEDULER = 'nova-scheduler'
@@ -131,8 +135,36 @@ def wide_hosts(hosts):
     return wide
 
 
+def member_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX):
+    """``[pci] device_spec`` entries carrying each GPU's member traits.
+
+    One entry per usable GPU with member traits
+    (:mod:`nvlink_placement.topology.members`): ``spec`` plus its
+    ``address`` and ``traits`` (comma-separated; Nova keeps ``CUSTOM_``
+    names as written, ``pci_placement_translator.get_traits``). Nova uses
+    the first entry a device matches (``nova/pci/whitelist.py``
+    ``device_assignable``), so these go before the generic entry.
+
+    :returns: list of ``(host names, [entry JSON, ...])``, hosts with the
+        same entries (the same board wiring at the same addresses) merged,
+        in topology order.
+    """
+    merged = collections.OrderedDict()
+    for host in hosts:
+        traits = members_mod.traits(host, trait_prefix)
+        entries = tuple(
+            json.dumps(dict(spec, address=address,
+                            traits=','.join(traits[address])))
+            for address in sorted(traits, key=pci.address_sort_key)
+            if traits[address])
+        if entries:
+            merged.setdefault(entries, []).append(host.name)
+    return [(names, list(entries)) for entries, names in merged.items()]
+
+
 def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
-             resource_class=None):
+             resource_class=None, dialect=generate.MOSK,
+             trait_prefix=model.DEFAULT_TRAIT_PREFIX):
     """Everything to configure, as :class:`Setting` rows.
 
     :param sizes: flavor sizes (default :func:`generate.default_sizes`),
@@ -140,9 +172,14 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     :param resource_class: explicit ``resource_class`` tag for
         device_spec and alias; by default only a class from host
         inspection that differs from ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``.
+    :param dialect: :data:`generate.MOSK` adds the per-GPU device_spec
+        entries with member traits (:func:`member_specs`) and
+        ``allow_pci_traits_in_flavor``; :data:`generate.UPSTREAM` has no
+        use for them.
     """
     generate.check_alias(alias)
-    sizes = sorted(generate.judge_sizes(hosts, sizes)[0])
+    kinds = generate.judge_sizes(hosts, sizes, dialect)[0]
+    sizes = sorted(kinds)
     vendor, product = device_ids(hosts, vendor_id, product_id)
     derived = request.resource_class_name(None, vendor, product)
     rc = resource_class
@@ -157,7 +194,19 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     # with SR-IOV capability (Hopper on, for vGPU) is type-PF, older ones
     # type-PCI; a wrong type would match no GPU at all.
     alias_spec = dict({'name': alias}, **spec)
-    rows = [
+    rows = []
+    named = dialect == generate.MOSK and any(
+        k != generate.SINGLE for k in kinds.values())
+    if named:
+        for names, entries in member_specs(hosts, spec, trait_prefix):
+            rows += [Setting(
+                COMPUTE_ON % _names(names), 'pci', 'device_spec', entry,
+                'member traits of this GPU (before the generic entry: Nova '
+                'uses the first that matches); the multi-GPU flavors '
+                'require them, and Nova rewrites a PCI provider\'s traits '
+                'from device_spec on every refresh')
+                for entry in entries]
+    rows += [
         Setting(COMPUTE, 'pci', 'device_spec', json.dumps(spec),
                 'the GPUs Nova may pass through; Placement resource class '
                 '%s' % request.resource_class_name(rc, vendor, product)),
@@ -177,9 +226,16 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
                 'Nova\'s default; the limit of every allocation candidates '
                 'query (flavor verify uses it too)'),
     ]
+    if named:
+        rows.append(Setting(
+            CONTROL, 'filter_scheduler', 'allow_pci_traits_in_flavor',
+            'True', 'the flavors\' trait_<alias>-<i> keys join the named '
+            'PCI request groups (MOSK named-alias extension)'))
     wide = wide_hosts(hosts)
-    if wide and max(sizes) > WIDE_FLAVOR_GPUS:
-        reason = WIDE_REASON % (_names(wide), WIDE_HOST_GPUS, max(sizes))
+    unnamed = [n for n, k in kinds.items()
+               if k != generate.SINGLE and not named]
+    if wide and unnamed and max(unnamed) > WIDE_FLAVOR_GPUS:
+        reason = WIDE_REASON % (_names(wide), WIDE_HOST_GPUS, max(unnamed))
         rows += [Setting(PLACEMENT, section, option, value,
                          reason if i == 0 else why)
                  for i, (section, option, value, why)
@@ -274,12 +330,14 @@ def to_ini(rows):
             continue
         out.append('# %s on %s' % ('placement.conf' if service == PLACEMENT
                                    else 'nova.conf', service))
-        section = None
+        section = reason = None
         for row in settings_:
             if row.section != section:
-                section = row.section
+                section = reason = row.section
                 out.append('[%s]' % section)
-            out.append('# %s' % row.reason)
+            if row.reason != reason:
+                reason = row.reason
+                out.append('# %s' % row.reason)
             out.append('%s = %s' % (row.option, row.value))
         out.append('')
     return '\n'.join(out)

@@ -73,10 +73,14 @@ class NovaQuery:
     :ivar release: Nova major version (27 ... 34).
     :ivar owner_filter: whether ``owner_nova_filter`` applies.
     :ivar source: how both were chosen, for messages.
+    :ivar pci_traits_in_flavor: ``[filter_scheduler]
+        allow_pci_traits_in_flavor`` (MOSK): a flavor's ``trait<S>:``
+        keys whose suffix names a PCI request group join that group.
     """
     release: int = DEFAULT
     owner_filter: bool = True
     source: str = 'default Nova %d' % DEFAULT
+    pci_traits_in_flavor: bool = True
 
     @property
     def root_required(self):

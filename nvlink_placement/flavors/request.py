@@ -24,6 +24,9 @@ differs between Nova releases is :mod:`.release`:
   ``P-<i>``; each asks ``<RC>:1`` of the alias' resource class and
   requires the alias' traits, plus ``OWNER_NOVA`` with the owner filter
   (assumed for MOSK's named groups too: they are PCI request groups).
+  With ``[filter_scheduler] allow_pci_traits_in_flavor`` (MOSK), a
+  flavor's ``trait<P-i>:<T>`` keys join the named group ``P-i`` (its
+  member trait, :mod:`nvlink_placement.topology.members`).
 - ``group_policy`` / ``placement:group_policy``; with two or more
   suffixed groups and no policy Nova uses ``none`` when at most one of
   them came from the flavor. ``placement:same_subtree`` is passed on,
@@ -556,7 +559,8 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT, nova=None):
             fail('%s=%r: a trait is "required" or "forbidden"'
                  % (key, value))
     nova = nova or release_mod.NovaQuery()
-    alias, size, gpu_groups = _pci_groups(name, specs, aliases, groups, fail)
+    alias, size, gpu_groups = _pci_groups(name, specs, aliases, groups, fail,
+                                          nova.pci_traits_in_flavor)
     for suffix in gpu_groups:
         groups[suffix].required.update(nova.gpu_required)
     for suffix in list(groups):
@@ -572,6 +576,7 @@ def build(flavor, aliases, limit=DEFAULT_LIMIT, nova=None):
     params = [('limit', limit)]
     policy = _group_policy(specs, fail)
     suffixed = [s for s in groups if s]
+    from_flavor -= set(gpu_groups)
     if policy is None and len(suffixed) >= 2 and len(from_flavor) <= 1:
         policy = 'none'
     if policy is not None:
@@ -619,7 +624,7 @@ def _cpu_policy(specs, vcpus, group, fail):
         group.required.add(os_traits.HW_CPU_HYPERTHREADING)
 
 
-def _pci_groups(name, specs, aliases, groups, fail):
+def _pci_groups(name, specs, aliases, groups, fail, nova_traits=True):
     value = specs.get(generate.ALIAS_KEY)
     if not value:
         fail('no %s: it asks for no GPU' % generate.ALIAS_KEY)
@@ -649,10 +654,13 @@ def _pci_groups(name, specs, aliases, groups, fail):
         if not generate.SUFFIX.match(suffix):
             fail('request group suffix %r is not a valid Placement suffix'
                  % suffix)
-        if suffix in groups:
+        group = groups.get(suffix)
+        if group is not None and (group.resources or not nova_traits):
             fail('request group %r is named by the alias and by another '
-                 'extra spec' % suffix)
-        group = groups[suffix] = _Group()
+                 'extra spec%s' % (suffix, '' if group.resources else (
+                     ' (traits join a named PCI group only with '
+                     '[filter_scheduler] allow_pci_traits_in_flavor)')))
+        group = groups.setdefault(suffix, _Group())
         group.resources[alias.resource_class] = 1
         group.required.update(alias.traits)
         gpu_groups.append(suffix)

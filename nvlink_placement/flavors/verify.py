@@ -32,10 +32,11 @@ from nvlink_placement import errors
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import client as pc
+from nvlink_placement.topology import members as members_mod
 from nvlink_placement.topology import pci
 
 COLUMNS = ('flavor', 'host', 'candidates', 'valid_sets', 'invalid_sets',
-           'missing_sets', 'query')
+           'missing_sets', 'distinct_sets', 'duplicates', 'query')
 LIST_VERSION = '1.22'          # forbidden traits in GET /resource_providers
 SHOWN_PER_HOST = 5             # offending sets named per host and kind
 DEFAULT_TIMEOUT = 60           # seconds, live Placement only
@@ -57,12 +58,26 @@ class HostResult:
     :ivar invalid: dict frozenset of addresses (or RP names for GPUs the
         topology does not know) -> reason.
     :ivar missing: dict frozenset of addresses -> domain label.
+    :ivar free_domain: True when the host has a free domain of the size
+        (every GPU free, with the member traits the flavor requires),
+        whether or not a candidate offers it.
     """
     host: str
     candidates: int = 0
     valid: set = dataclasses.field(default_factory=set)
     invalid: dict = dataclasses.field(default_factory=dict)
     missing: dict = dataclasses.field(default_factory=dict)
+    free_domain: bool = False
+
+    @property
+    def distinct(self):
+        """Distinct GPU sets among the candidates."""
+        return len(self.valid) + len(self.invalid)
+
+    @property
+    def duplicates(self):
+        """Candidates that repeat a GPU set already in the answer."""
+        return self.candidates - self.distinct
 
 
 @dataclasses.dataclass
@@ -86,8 +101,25 @@ class FlavorResult:
 
     def rows(self):
         return [(self.flavor, h.host, h.candidates, len(h.valid),
-                 len(h.invalid), len(h.missing), self.query)
+                 len(h.invalid), len(h.missing), h.distinct, h.duplicates,
+                 self.query)
                 for h in self.hosts]
+
+    def summary(self):
+        """One line: candidates, distinct sets, duplicates, hosts reached.
+
+        Hosts reached are those of the topology with at least one
+        candidate, out of those with a free domain of the flavor's size.
+        """
+        hosts = self.hosts
+        free = [h for h in hosts if h.free_domain]
+        reached = [h for h in free if h.candidates]
+        return ('%s: %d candidates, %d distinct GPU sets, %d duplicates; '
+                'reached %d of %d hosts with a free domain' % (
+                    self.flavor, sum(h.candidates for h in hosts),
+                    sum(h.distinct for h in hosts),
+                    sum(h.duplicates for h in hosts), len(reached),
+                    len(free)))
 
 
 def _fmt(addresses):
@@ -148,7 +180,8 @@ def _judge(host, size, rc, gpus, summaries, by_uuid):
     return key, None
 
 
-def check(request, hosts, body, providers, free, eligible, only=False):
+def check(request, hosts, body, providers, free, eligible, only=False,
+          configured=None):
     """Judge an allocation candidates answer (pure).
 
     :param request: :class:`nvlink_placement.flavors.request.Request`.
@@ -163,6 +196,10 @@ def check(request, hosts, body, providers, free, eligible, only=False):
         of the alias' class (and its traits).
     :param eligible: set of compute node uuids with room for the
         unsuffixed group, or None when not known.
+    :param configured: for a flavor with member traits
+        (:func:`member_indexes`), ``(uuid, index)`` of each free GPU
+        provider carrying member trait ``index``; None: not known.
+        A free domain whose GPUs lack it is named as such.
     :returns: :class:`FlavorResult`.
     """
     size, rc = request.size, request.alias.resource_class
@@ -200,38 +237,86 @@ def check(request, hosts, body, providers, free, eligible, only=False):
             else:
                 result.valid.add(key)
     truncated = len(body.get('allocation_requests', [])) >= request.limit
-    if truncated:
-        warnings.append(
-            '%s: the answer holds limit=%d candidates and may be cut short '
-            '(separate GPU groups over identical GPUs enumerate their '
-            'permutations): hosts past the cut show fewer sets, and free '
-            'domains no candidate offers are not checked'
-            % (request.flavor, request.limit))
+    wanted = member_indexes(request)
     for host in hosts:
         node = by_name.get(host.name)
         if node is None:
             warnings.append('%s: no compute node resource provider named %s '
                             'in Placement' % (request.flavor, host.name))
             continue
-        if truncated or (eligible is not None and node not in eligible):
+        if eligible is not None and node not in eligible:
             continue
         result = results[host.name]
+        index = members_mod.indexes(host) if wanted else {}
 
         def free_of(addresses):
             return frozenset(a for a in addresses if by_name.get(
                 host.gpu_provider_name(a)) in free)
         for key, label in host.fixed_domains(size).items():
-            if free_of(key) == key and key not in result.valid:
-                result.missing[key] = label
+            if free_of(key) == key:
+                result.free_domain = True
+                if not truncated and key not in result.valid:
+                    result.missing[key] = label + _lacking(
+                        host, key, size, index, by_name, configured)
         for members, name in host.meshes(size).items():
             idle = free_of(members)
-            if len(idle) >= size and not any(
-                    key <= members for key in result.valid):
-                result.missing[idle] = '%s (any %d)' % (name, size)
+            if wanted:
+                # Only one GPU of each member class is one candidate.
+                fits = members_mod.reachable(
+                    (index[a].get(size) for a in idle), size) > 0
+            else:
+                fits = len(idle) >= size
+            if fits:
+                result.free_domain = True
+                if not truncated and not any(
+                        key <= members for key in result.valid):
+                    result.missing[idle] = '%s (any %d)' % (name, size)
+    free_hosts = [r for r in results.values() if r.free_domain]
+    reached = [r for r in free_hosts if r.candidates]
+    if truncated:
+        warnings.append(
+            '%s: the answer holds limit=%d candidates and is cut short: it '
+            'reached %d of the %d hosts with a free %d-GPU domain, so Nova '
+            'chooses among those alone%s; free domains no candidate offers '
+            'are not checked' % (
+                request.flavor, request.limit, len(reached), len(free_hosts),
+                size, '' if len(reached) == len(free_hosts) else (
+                    ' (%d duplicates: flavors without member traits '
+                    'enumerate permutations of the same GPUs)'
+                    % sum(r.duplicates for r in results.values()))))
     for result in results.values():
         problems.extend(_describe(request.flavor, result))
     return FlavorResult(request.flavor, request.display,
                         list(results.values()), problems, warnings)
+
+
+def _lacking(host, addresses, size, index, by_name, configured):
+    """`` (GPU(s) ... lack their member trait ...)`` or ''."""
+    if configured is None or not index:
+        return ''
+    lacking = sorted(a for a in addresses if (by_name.get(
+        host.gpu_provider_name(a)), index[a].get(size)) not in configured)
+    if not lacking:
+        return ''
+    return (' (GPU(s) %s lack their %d-GPU member trait: nova-compute\'s '
+            '[pci] device_spec does not set it; see "openstack nvlink '
+            'nova-config --host %s")' % (', '.join(lacking), size, host.name))
+
+
+def member_indexes(request):
+    """The member trait each GPU group of ``request`` requires.
+
+    :returns: dict GPU group suffix -> ``(trait, size, index)``; empty for
+        a flavor without member traits (every group may be any GPU).
+    """
+    found = {}
+    params = dict(request.params)
+    for suffix in request.gpu_groups:
+        for trait in params.get('required' + suffix, '').split(','):
+            parsed = members_mod.parse_any(trait)
+            if parsed and parsed[1] == request.size:
+                found[suffix] = (trait,) + parsed[1:]
+    return found
 
 
 def _describe(flavor, result):
@@ -308,11 +393,17 @@ def verify(client, request, hosts, providers=None, only=False):
             required)) if resources else None
         owners = (_listed(client, {}, ','.join(nova.root_required))
                   if nova.root_required else None)
+        configured = set()
+        for trait, _, i in set(member_indexes(request).values()):
+            configured |= {(uuid, i) for uuid in _listed(
+                client, {alias.resource_class: 1},
+                ','.join(alias.traits + (trait,)))}
     except errors.PlacementError as exc:
         if exc.status is None or exc.status >= 500:
             raise
         return _refused(request, hosts, exc)
-    result = check(request, hosts, body, providers, free, eligible, only)
+    result = check(request, hosts, body, providers, free, eligible, only,
+                   configured if member_indexes(request) else None)
     if owners is not None:
         result.problems.extend(_without_owner(request, hosts, providers,
                                               owners))
@@ -367,7 +458,15 @@ def compute_nodes_without_owner(client):
 
 def _refused(request, hosts, exc):
     message = '%s: Placement refused the query: %s' % (request.flavor, exc)
-    if 'No such trait' in str(exc):
+    if 'No such trait' in str(exc) and any(
+            members_mod.parse_any(t) for t in _unknown_traits(str(exc))):
+        message += (' (no GPU provider carries the member traits this '
+                    'flavor requires: nova-compute\'s [pci] device_spec '
+                    'does not set them yet; configure it as "openstack '
+                    'nvlink nova-config --topology FILE" prints and restart '
+                    'nova-compute. Flavors without trait_<alias>-<i> keys '
+                    'keep working meanwhile)')
+    elif 'No such trait' in str(exc):
         message += (' (the group trait does not exist: the tree is not '
                     'reshaped; run "openstack nvlink reshape")')
     elif 'No such resource class' in str(exc):
@@ -376,6 +475,12 @@ def _refused(request, hosts, exc):
                     'report_in_placement)' % request.alias.resource_class)
     return FlavorResult(request.flavor, request.display,
                         [HostResult(h.name) for h in hosts], [message], [])
+
+
+def _unknown_traits(text):
+    """Trait names of Placement's ``No such trait(s): A, B.`` message."""
+    _, _, names = text.partition('No such trait(s):')
+    return [n.strip(' .') for n in names.split(',') if n.strip(' .')]
 
 
 class _TimeoutAdapter(object):

@@ -11,10 +11,12 @@ released it. One module per concept:
   partitions, overlapping active partitions, the partition listing (pure);
 - :mod:`.lock`: the host-local lock that serializes hooks;
 - :mod:`.config`: the configuration file and environment overrides;
-- :mod:`.fabric`: reading partitions from Fabric Manager;
+- :mod:`.listing`: this host's partitions for ``host partitions``;
 - :mod:`.activation`: activation, deactivation and the failure policy.
 
-Like host discovery, everything here imports only the standard library
+Fabric Manager itself (its client, the child process with its deadline,
+the library and trust checks) is :mod:`nvlink_placement.fabric`. Like
+host discovery, everything here imports only the standard library
 and the standard-library-only parts of nvlink_placement: it runs on a
 bare compute node.
 """

@@ -14,26 +14,27 @@ FM_ST_UNINITIALIZED; both count as success here (another tool, such as
 ``fmpm``, may have acted between our read and our call).
 
 Everything that talks to FM runs under the host lock (:mod:`.lock`) in a
-child process with a deadline (:mod:`.deadline`): read the partitions,
-decide (:mod:`.partitions`), act, disconnect. ``fm_deadline`` bounds the
-whole hook, from when it has the domain XML: the lock wait counts
-against it and the child gets what is left. The files it trusts are
-checked first (:mod:`.trust`), and the mapping's addresses must be
-NVIDIA GPUs of this host (:func:`host_mapping`).
+child process with a deadline (:mod:`nvlink_placement.fabric.deadline`):
+read the partitions, decide (:mod:`.partitions`), act, disconnect.
+``fm_deadline`` bounds the whole hook, from when it has the domain XML:
+the lock wait counts against it and the child gets what is left. The
+files it trusts are checked first (:mod:`nvlink_placement.fabric.trust`),
+and the mapping's addresses must be NVIDIA GPUs of this host
+(:func:`host_mapping`).
 """
 
 import functools
 import os
 
-from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import sysfs
 from nvlink_placement import errors
-from nvlink_placement.hook import deadline
-from nvlink_placement.hook import fabric
+from nvlink_placement.fabric import access
+from nvlink_placement.fabric import client as fm_client
+from nvlink_placement.fabric import deadline
+from nvlink_placement.fabric import trust
 from nvlink_placement.hook import lock
 from nvlink_placement.hook import partitions
-from nvlink_placement.hook import trust
 from nvlink_placement.topology import pci
 
 START = 'start'
@@ -161,7 +162,7 @@ def _act(client, step):
     done, name, state = _DONE[step.action]
     try:
         call(step.partition.id)
-    except fabric_manager.FabricManagerError as exc:
+    except fm_client.FabricManagerError as exc:
         if exc.name != name:
             raise
         return ('%s: Fabric Manager says it is %s (%s)'
@@ -180,7 +181,7 @@ def _talk_to_fm(settings, action, name, gpus, mapping, models, step):
     """
     messages = []
     step('connecting (fm_library %s)' % (settings.fm_library or 'libnvfm'))
-    with fabric.client(settings.fm_library, settings.fm_address,
+    with access.client(settings.fm_library, settings.fm_address,
                        settings.fm_socket, settings.fm_timeout) as fm:
         step('reading the partitions (fmGetSupportedFabricPartitions)')
         table = partitions.place(fm.supported_partitions(), mapping.ids,

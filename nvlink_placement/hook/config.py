@@ -26,8 +26,9 @@ overrides only reach the hook from a wrapper script that sets them. A
 missing default file means all defaults; a missing file named by
 ``NVLINK_HOOK_CONFIG`` is an error. Unknown sections and keys are errors.
 The file, like every file the hook trusts, must be root's and writable by
-root only, and so must its directories (:mod:`.trust`). Times are seconds
-above 0, at most an hour.
+root only, and so must its directories
+(:mod:`nvlink_placement.fabric.trust`). Times are seconds above 0, at
+most an hour.
 
 ``fm_deadline`` is the one bound on how long the hook holds up a VM
 start, counted from when it has read the domain XML: waiting for the
@@ -40,12 +41,12 @@ import configparser
 import dataclasses
 import os
 
-from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import files
 from nvlink_placement.discovery import module_ids
 from nvlink_placement import documents
 from nvlink_placement import errors
-from nvlink_placement.hook import trust
+from nvlink_placement.fabric import client
+from nvlink_placement.fabric import trust
 
 DEFAULT_FILE = '/etc/nvlink-placement/hook.conf'
 SECTION = 'hook'
@@ -85,7 +86,7 @@ class Settings:
     fm_address: str | None = None
     fm_socket: str | None = None
     fm_library: str | None = None
-    fm_timeout: float = fabric_manager.DEFAULT_TIMEOUT_MS / 1000.0
+    fm_timeout: float = client.DEFAULT_TIMEOUT_MS / 1000.0
     fm_deadline: float = 30.0
     mapping: str = module_ids.DEFAULT_MAPPING_FILE
     lock_dir: str = '/run/nvlink-placement'
@@ -108,7 +109,7 @@ def _choice(options):
 
 def _address(text):
     try:
-        return fabric_manager.parse_inet_address(text)
+        return client.parse_inet_address(text)
     except errors.NvlinkError as exc:
         raise ValueError(str(exc))
 

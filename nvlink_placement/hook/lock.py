@@ -16,7 +16,7 @@ import stat
 import time
 
 from nvlink_placement import errors
-from nvlink_placement.hook import trust
+from nvlink_placement.fabric import trust
 
 LOCK_FILE = 'hook.lock'
 POLL_SECONDS = 0.05
@@ -29,9 +29,10 @@ class HostLock:
     a symbolic link or belong to anyone else: a link planted there would
     make root create or lock a file of the attacker's choosing. The
     directory is opened without following a link and checked like every
-    file the hook trusts (:mod:`.trust`, the path above it included); the
-    file is opened relative to it with ``O_NOFOLLOW``, and must be a
-    regular file owned by root and writable by root only.
+    file the hook trusts (:mod:`nvlink_placement.fabric.trust`, the path
+    above it included); the file is opened relative to it with
+    ``O_NOFOLLOW``, and must be a regular file owned by root and writable
+    by root only.
 
     :param directory: created (mode 0755) when missing.
     :param timeout: seconds to wait for another holder before giving up.

@@ -91,7 +91,8 @@ class UnplacedGpu(errors.NvlinkError):
 def place(partitions, ids, source):
     """Give each partition GPU its PCI address.
 
-    :param partitions: :class:`fabric_manager.Partition` list from FM.
+    :param partitions: :class:`nvlink_placement.fabric.client.Partition`
+        list from FM.
     :param ids: dict ``{address: module id}`` (the mapping file).
     :param source: where ``ids`` came from, for messages.
     :returns: list of :class:`FabricPartition` in partition id order. A

@@ -17,7 +17,9 @@ from nvlink_placement.flavors import novaconfig
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import live
+from nvlink_placement.osc import offline
 from nvlink_placement.osc import topology as topology_cmd
 
 LOG = logging.getLogger(__name__)
@@ -50,27 +52,40 @@ def _add_sizes_argument(parser):
 
 
 def _hosts(app, parsed_args):
-    topology = common.load_topology(app, parsed_args.topology)
+    topology = topology_cmd.load_topology(app, parsed_args.topology)
     return topology, topology_cmd.select_hosts(topology, parsed_args.host)
 
 
-def _warn_wide(hosts, sizes):
+def _warn_wide(hosts, flavors):
+    """Warn of flavors whose GPU groups carry no member traits.
+
+    Only those (the upstream dialect's whole-host flavor) make Placement
+    enumerate the permutations of a wide host's GPUs.
+    """
+    unnamed = [f.size for f in flavors if f.size > 1 and not any(
+        key.startswith('trait_') for key in f.extra_specs)]
     wide = novaconfig.wide_hosts(hosts)
-    if wide and max(sizes) > novaconfig.WIDE_FLAVOR_GPUS:
-        LOG.warning('%s', novaconfig.wide_warning(wide, max(sizes)))
+    if wide and unnamed and max(unnamed) > novaconfig.WIDE_FLAVOR_GPUS:
+        LOG.warning('%s', novaconfig.wide_warning(wide, max(unnamed)))
 
 
-class GenerateFlavors(common.OwnOutput, common.Lister):
+class GenerateFlavors(commands.OwnOutput, commands.Lister):
     """Generate flavors whose GPUs come from one NVLink domain.
 
     For N GPUs of alias A whose N-GPU NVLink groups carry trait
     CUSTOM_PCI_GROUP<N>: pci_passthrough:alias=A:N:_A,
     trait_nvl<N>:CUSTOM_PCI_GROUP<N>=required,
+    trait_A-<i>:CUSTOM_PCI_GROUP<N>_MEMBER<i>=required for each GPU i,
     placement:same_subtree=_A-0,...,_A-<N-1>,_nvl<N> and
-    placement:group_policy=none (the MOSK named-alias extension). 1-GPU
-    and whole-host flavors carry only the alias. A size no NVLink group
-    has is refused. --dialect upstream refuses every size but 1 and the
-    whole host: upstream Nova cannot name the request groups of an alias.
+    placement:group_policy=none (the MOSK named-alias extension, with
+    [filter_scheduler] allow_pci_traits_in_flavor = True). The member
+    traits come from Nova's [pci] device_spec (see "openstack nvlink
+    nova-config") and make each free domain one allocation candidate. The
+    whole-host flavor carries the alias, member traits and policy; 1-GPU
+    flavors only the alias. A size no NVLink group has is refused.
+    --dialect upstream refuses every size but 1 and the whole host:
+    upstream Nova cannot name the request groups of an alias, and its
+    whole-host flavor makes Placement enumerate GPU permutations.
     --apply creates or updates the flavors (only differing extra specs are
     written) and sets extra specs at compute API microversion 2.86, where
     Nova validates them: upstream Nova refuses the named-alias flavors
@@ -142,10 +157,10 @@ class GenerateFlavors(common.OwnOutput, common.Lister):
             LOG.warning('size %d not generated: %s', size, reason)
         for note in result.notes:
             LOG.warning(note)
-        _warn_wide(hosts, [f.size for f in result.flavors])
+        _warn_wide(hosts, result.flavors)
         self.flavors = result.flavors
         if parsed_args.apply:
-            connection = common.authenticate(self.app).sdk_connection
+            connection = live.authenticate(self.app).sdk_connection
             changes = compute.apply(connection, result.flavors,
                                     dry_run=parsed_args.dry_run)
             return compute.COLUMNS, [c.row() for c in changes]
@@ -197,7 +212,7 @@ def print_commands(flavor):
     return ''.join(lines)
 
 
-class VerifyFlavors(common.Lister):
+class VerifyFlavors(commands.Lister):
     """Prove flavors against Placement: every candidate is one NVLink domain.
 
     For each flavor, builds the GET /allocation_candidates query exactly
@@ -267,12 +282,12 @@ class VerifyFlavors(common.Lister):
                  % (release.OWNER_FILTER_SINCE,
                     release.OWNER_SERVICE_VERSION))
         parser.add_argument('--timeout', metavar='SECONDS',
-                            type=common.positive_seconds,
+                            type=live.positive_seconds,
                             default=verify.DEFAULT_TIMEOUT,
                             help='Per request, live Placement only '
                                  '(default %d).' % verify.DEFAULT_TIMEOUT)
-        common.add_placement_arguments(parser, save=False)
-        common.add_retry_arguments(parser, timeouts=False)
+        offline.add_placement_arguments(parser, save=False)
+        live.add_retry_arguments(parser, timeouts=False)
         return parser
 
     def run(self, parsed_args):
@@ -288,7 +303,7 @@ class VerifyFlavors(common.Lister):
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
         if parsed_args.flavor:
-            connection = common.authenticate(
+            connection = live.authenticate(
                 self.app, 'compute API',
                 '--flavor NAME reads the flavor from Nova%s; offline, give '
                 'the flavors as a file with --flavors FILE ("openstack '
@@ -314,7 +329,7 @@ class VerifyFlavors(common.Lister):
         queries = [request.build(f, aliases, parsed_args.limit, nova)
                    for f in flavors]
         results = []
-        with common.placement(self.app, parsed_args) as client:
+        with offline.placement(self.app, parsed_args) as client:
             if not parsed_args.snapshot:
                 client = verify.with_timeout(client, parsed_args.timeout)
                 nova = self._detect(parsed_args, client)
@@ -329,6 +344,7 @@ class VerifyFlavors(common.Lister):
                                              providers,
                                              only=bool(parsed_args.host)))
         for result in results:
+            self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:
                 LOG.warning(warning)
             for problem in result.problems:
@@ -349,7 +365,7 @@ class VerifyFlavors(common.Lister):
         if parsed_args.nova_release is None:
             try:
                 microversion = compute.max_microversion(
-                    common.authenticate(self.app).sdk_connection)
+                    live.authenticate(self.app).sdk_connection)
             except (ks_exc.ClientException, sdk_exc.SDKException) as exc:
                 note = '; compute API version not read: %s' % exc
             else:
@@ -382,13 +398,16 @@ def _release(text):
         raise argparse.ArgumentTypeError(str(exc))
 
 
-class NovaConfig(common.OwnOutput, common.Lister):
+class NovaConfig(commands.OwnOutput, commands.Lister):
     """Print the Nova and Placement settings to pair with the NVLink tree.
 
-    [pci] device_spec and alias for the topology's GPUs,
-    report_in_placement, [filter_scheduler] pci_in_placement and
-    PciPassthroughFilter; the Placement wide-tree settings when a host has
-    8 or more GPUs of one class and a flavor asks for more than 4; and,
+    [pci] device_spec and alias for the topology's GPUs (with the mosk
+    dialect one device_spec entry per GPU first, per host, carrying the
+    member traits the multi-GPU flavors require, and [filter_scheduler]
+    allow_pci_traits_in_flavor), report_in_placement, [filter_scheduler]
+    pci_in_placement and PciPassthroughFilter; with --dialect upstream the
+    Placement wide-tree settings when a host has 8 or more GPUs of one
+    class and a flavor asks for more than 4; and,
     with NUMA data from host inspection, per-size hw:numa_nodes /
     hw:pci_numa_affinity_policy advice naming the domains that span NUMA
     nodes. --ini prints ready-to-paste config fragments. The settings are
@@ -417,6 +436,11 @@ class NovaConfig(common.OwnOutput, common.Lister):
                             help='A resource_class tag for device_spec and '
                                  'alias (default: CUSTOM_PCI_<VENDOR>_'
                                  '<PRODUCT>).')
+        parser.add_argument('--dialect', choices=generate.DIALECTS,
+                            default=generate.MOSK,
+                            help='The flavor dialect the settings serve: '
+                                 'mosk (default; per-GPU device_spec entries '
+                                 'with member traits) or upstream.')
         parser.add_argument('--ini', action='store_true',
                             help='Print config fragments instead of rows (not '
                                  'with -f or -c).')
@@ -427,12 +451,13 @@ class NovaConfig(common.OwnOutput, common.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        _, hosts = _hosts(self.app, parsed_args)
+        topology, hosts = _hosts(self.app, parsed_args)
         self.settings = novaconfig.settings(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             vendor_id=parsed_args.vendor_id,
             product_id=parsed_args.product_id,
-            resource_class=parsed_args.resource_class)
+            resource_class=parsed_args.resource_class,
+            dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix)
         return _long_columns(parsed_args, 'reason', novaconfig.COLUMNS, [
             (s.service, s.section, s.option, s.value, s.reason)
             for s in self.settings])

@@ -2,18 +2,19 @@
 
 No logic here: the options and the work of ``inspect`` live in
 :mod:`nvlink_placement.discovery.options`, the partition table in
-:mod:`nvlink_placement.hook.fabric` and :mod:`nvlink_placement.hook.
+:mod:`nvlink_placement.hook.listing` and :mod:`nvlink_placement.hook.
 partitions`.
 """
 
 
 from nvlink_placement.discovery import options
-from nvlink_placement.hook import fabric
+from nvlink_placement.hook import listing
 from nvlink_placement.hook import partitions
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import display
 
 
-class HostInspect(common.Command):
+class HostInspect(commands.Command):
     """Print this host's topology fragment (GPUs, NVLink domains, health).
 
     Runs on the compute host; needs no cloud credentials.
@@ -29,7 +30,7 @@ class HostInspect(common.Command):
         options.execute(parsed_args, self.app.stdout, self.app.stderr)
 
 
-class HostPartitions(common.Lister):
+class HostPartitions(commands.Lister):
     """List this host's Fabric Manager partitions: active or not, and GPUs.
 
     Runs on the compute host; needs no cloud credentials. One row per
@@ -47,7 +48,7 @@ class HostPartitions(common.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        table = fabric.list_partitions(
+        table = listing.list_partitions(
             mapping=parsed_args.mapping, fm_address=parsed_args.fm_address,
             fm_socket=parsed_args.fm_socket,
             fm_library=parsed_args.fm_library,
@@ -55,7 +56,7 @@ class HostPartitions(common.Lister):
             fmpm_json=parsed_args.fmpm_json,
             fm_deadline=parsed_args.fm_deadline)
         return partitions.LISTING_COLUMNS, [
-            (pid, active, count, common.InOrder(ids),
-             common.InOrder(addresses))
+            (pid, active, count, display.InOrder(ids),
+             display.InOrder(addresses))
             for pid, active, count, ids, addresses
             in partitions.listing(table)]

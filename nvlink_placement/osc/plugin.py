@@ -3,7 +3,7 @@
 Registered in ``setup.cfg`` under ``openstack.cli.extension`` as
 ``nvlink``; commands live in the ``openstack.nvlink.v1`` group. The
 commands talk to Placement through the OSC session themselves (see
-:mod:`nvlink_placement.osc.common`), so the client made here only carries
+:mod:`nvlink_placement.osc.live`), so the client made here only carries
 that session.
 
 Importing it also masks secrets in osc_lib's log lines (the command line,

@@ -3,7 +3,11 @@
 import logging
 
 
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import display
+from nvlink_placement.osc import live
+from nvlink_placement.osc import offline
+from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import state as state_mod
 from nvlink_placement.placement import usage
@@ -35,18 +39,18 @@ def _add_common(parser):
                         default=[],
                         help='Compute host (repeatable; default: every tree '
                              'holding Nova PCI providers).')
-    common.add_placement_arguments(parser, save=False)
-    common.add_retry_arguments(parser)
+    offline.add_placement_arguments(parser, save=False)
+    live.add_retry_arguments(parser)
 
 
 def _topology(app, parsed_args):
     if not parsed_args.topology:
         return None, model.DEFAULT_TRAIT_PREFIX
-    topology = common.load_topology(app, parsed_args.topology)
+    topology = topology_cmd.load_topology(app, parsed_args.topology)
     return topology, topology.trait_prefix
 
 
-class Capacity(common.Lister):
+class Capacity(commands.Lister):
     """How many more instances of each size fit, per host and in total.
 
     One row per host and size (1, every NVLink domain size, the whole
@@ -66,7 +70,7 @@ class Capacity(common.Lister):
 
     def take_action(self, parsed_args):
         topology, prefix = _topology(self.app, parsed_args)
-        with common.placement(self.app, parsed_args) as client:
+        with offline.placement(self.app, parsed_args) as client:
             state, roots, uses = _read(client, parsed_args.host, prefix)
         hosts = capacity.hosts_from_state(state, uses, roots, topology,
                                           prefix)
@@ -75,14 +79,14 @@ class Capacity(common.Lister):
             LOG.warning(
                 '%s not reshaped (%s): no NVLink groups in Placement, so %s; '
                 'run "openstack nvlink reshape"',
-                common.plural(len(flat), 'host', 'hosts'), ', '.join(flat),
+                display.plural(len(flat), 'host', 'hosts'), ', '.join(flat),
                 'only sizes 1 and whole-host are listed' if topology is None
                 else 'the domain sizes (from --topology) find no candidates '
                      'yet')
         return capacity.COLUMNS, capacity.rows(hosts)
 
 
-class Tree(common.OwnOutput, common.TextByDefault, common.Lister):
+class Tree(commands.OwnOutput, commands.TextByDefault, commands.Lister):
     """Show the resource provider tree of each host, with GPU usage.
 
     Text: one line per provider with its group traits, module id (with
@@ -105,7 +109,7 @@ class Tree(common.OwnOutput, common.TextByDefault, common.Lister):
 
     def take_action(self, parsed_args):
         topology, prefix = _topology(self.app, parsed_args)
-        with common.placement(self.app, parsed_args) as client:
+        with offline.placement(self.app, parsed_args) as client:
             state, roots, uses = _read(client, parsed_args.host, prefix)
         modules = {}
         for host in (topology.hosts.values() if topology else ()):
@@ -115,7 +119,7 @@ class Tree(common.OwnOutput, common.TextByDefault, common.Lister):
         draw = tree.dot if parsed_args.dot else tree.text
         self.drawing = draw(state, roots, uses, modules)
         return tree.COLUMNS, [
-            row[:4] + (common.InOrder(row[4]),) + row[5:]
+            row[:4] + (display.InOrder(row[4]),) + row[5:]
             for row in tree.rows(state, roots, uses, modules)]
 
     def produce_output(self, parsed_args, column_names, data):

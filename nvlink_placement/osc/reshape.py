@@ -6,7 +6,11 @@ import time
 
 
 from nvlink_placement import errors
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import display
+from nvlink_placement.osc import live
+from nvlink_placement.osc import offline
+from nvlink_placement.osc import progress
 from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
@@ -26,10 +30,11 @@ def desired_hosts(app, parsed_args, health=True):
     :returns: ``(list of DesiredHost, frozenset of names)``; the names are
         those of the whole topology, whatever ``--host`` selects.
     """
-    topology = common.load_topology(app, parsed_args.topology)
+    topology = topology_cmd.load_topology(app, parsed_args.topology)
     hosts = topology_cmd.select_hosts(topology, parsed_args.host)
-    return ([desired.from_topology(h, health=health) for h in hosts],
-            frozenset(topology.hosts))
+    return ([desired.from_topology(h, health=health,
+                                   trait_prefix=topology.trait_prefix)
+             for h in hosts], frozenset(topology.hosts))
 
 
 HOST_HELP = ('Only this compute host (repeatable; default: every host of '
@@ -58,11 +63,11 @@ def add_apply_arguments(parser):
                         metavar='N',
                         help='Hosts applied in parallel (default %d).'
                              % DEFAULT_WORKERS)
-    common.add_placement_arguments(parser, exclusive=exclusive)
-    common.add_retry_arguments(parser)
+    offline.add_placement_arguments(parser, exclusive=exclusive)
+    live.add_retry_arguments(parser)
 
 
-class _PlanCommand(common.Lister):
+class _PlanCommand(commands.Lister):
     auth_required = False
     exit_code = 0
 
@@ -80,9 +85,9 @@ class _PlanCommand(common.Lister):
     def apply(self, parsed_args, hosts, more_hosts=None, allocations=None):
         """Plan, apply unless --dry-run, and return the output rows."""
         tracker = _Tracker()
-        with common.placement(self.app, parsed_args) as client:
+        with offline.placement(self.app, parsed_args) as client:
             if not parsed_args.dry_run:
-                tracker.bar = common.progress(len(hosts), self.cmd_name)
+                tracker.bar = progress.bar(len(hosts), self.cmd_name)
             try:
                 result = run.run(client, hosts,
                                  apply=not parsed_args.dry_run,
@@ -110,7 +115,7 @@ class _PlanCommand(common.Lister):
         if result.failures:
             LOG.error('%s failed; run the command again once fixed: '
                       'it continues from where it stopped',
-                      common.plural(len(result.failures), 'host'))
+                      display.plural(len(result.failures), 'host'))
             self.exit_code = 1
         return act.COLUMNS, [a.row() for a in shown]
 
@@ -255,8 +260,8 @@ class Check(_PlanCommand):
                  'checked and in sync, success, duration and the time of '
                  'the last successful check. Written on error too (success '
                  '0, the earlier last-success time kept).')
-        common.add_placement_arguments(parser, save=False)
-        common.add_retry_arguments(parser)
+        offline.add_placement_arguments(parser, save=False)
+        live.add_retry_arguments(parser)
         return parser
 
     def take_action(self, parsed_args):
@@ -295,10 +300,10 @@ class Check(_PlanCommand):
                 LOG.info('not in the topology, flat, not checked: %s',
                          ', '.join(flat))
             return [desired.flat(name, known=False) for name in with_groups]
-        with common.placement(self.app, parsed_args) as client:
+        with offline.placement(self.app, parsed_args) as client:
             result = run.run(client, hosts, apply=False,
                              more_hosts=outside if parsed_args.all else None,
-                             allocations=run.ALL_HOSTS)
+                             allocations=run.ALL_HOSTS, members=True)
             report_retries(client)
         context = repair.Context(
             os.path.abspath(parsed_args.topology), topology_names,
@@ -306,7 +311,7 @@ class Check(_PlanCommand):
             reshape_options=('--no-health',) if parsed_args.no_health
             else (),
             global_options=tuple(
-                arg for d in common.gpus_file_dirs(self.app)
+                arg for d in topology_cmd.gpus_file_dirs(self.app)
                 for arg in ('--os-nvlink-gpus-file-dir', d)))
         drift = result.actions + result.findings
         found['hosts'] = sorted(names | set(found.get('outside', ())))

@@ -6,7 +6,11 @@ import logging
 import os_resource_classes
 
 from nvlink_placement import errors
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import live
+from nvlink_placement.osc import offline
+from nvlink_placement.osc import progress
+from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
@@ -36,13 +40,13 @@ def nova_resource_class(name):
 
 def _progress(total, unit):
     """A progress bar counting ``unit`` reads, on a terminal only."""
-    bar = common.progress(total, 'snapshot')
+    bar = progress.bar(total, 'snapshot')
     if bar is not None:
         bar.unit = unit
     return bar
 
 
-class Snapshot(common.Command):
+class Snapshot(commands.Command):
     """Export compute node trees from Placement into a snapshot file.
 
     Read only. Exports the trees of the given hosts, or of every tree that
@@ -75,7 +79,7 @@ class Snapshot(common.Command):
                                  'serves at once (its worker processes x '
                                  'threads): more only queue there and cost '
                                  'its CPU.' % DEFAULT_WORKERS)
-        common.add_retry_arguments(parser)
+        live.add_retry_arguments(parser)
         source = parser.add_mutually_exclusive_group()
         source.add_argument(
             '--snapshot', metavar='FILE',
@@ -112,10 +116,10 @@ class Snapshot(common.Command):
         if parsed_args.from_topology:
             document = self._from_topology(parsed_args)
         elif parsed_args.snapshot:
-            with common.offline(parsed_args.snapshot) as embedded:
+            with offline.offline(parsed_args.snapshot) as embedded:
                 document = embedded.export(parsed_args.host)
         else:
-            client = common.live_client(self.app, parsed_args)
+            client = live.live_client(self.app, parsed_args)
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress)
@@ -123,8 +127,8 @@ class Snapshot(common.Command):
         if not parsed_args.from_topology and not parsed_args.snapshot:
             for line in snapshot.over_capacity(document, parsed_args.output):
                 LOG.warning('%s', line)
-        self.app.stdout.write(common.snapshot_written(parsed_args.output,
-                                                      document))
+        self.app.stdout.write(offline.snapshot_written(parsed_args.output,
+                                                       document))
 
     def _from_topology(self, parsed_args):
         sizes = {}
@@ -136,7 +140,8 @@ class Snapshot(common.Command):
             if sizes[name] < 1:
                 raise errors.UsageError('--%s must be at least 1'
                                         % name.replace('_', '-'))
-        topology = common.load_topology(self.app, parsed_args.from_topology)
+        topology = topology_cmd.load_topology(self.app,
+                                              parsed_args.from_topology)
         rc = parsed_args.resource_class
         return nova_tree.from_topology(
             topology, parsed_args.host,

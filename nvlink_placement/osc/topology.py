@@ -2,15 +2,55 @@
 
 import yaml
 
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement import hostnames
-from nvlink_placement.osc import common
+from nvlink_placement.osc import commands
+from nvlink_placement.osc import display
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import merge
 
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules')
-VALIDATE_FIELDS = ('file', 'valid', 'hosts', 'gpus', 'groups', 'problems')
+VALIDATE_FIELDS = ('file', 'valid', 'hosts', 'gpus', 'groups', 'problems',
+                   'warnings')
 TOPOLOGY_HELP = 'Topology file (YAML or JSON, version 1).'
+STRICT_HELP = ('Treat the coverage warnings (a host listing fewer GPUs than '
+               'its board, or none of the NVLink groups its board has) as '
+               'problems: exit 1%s.')
+
+
+def add_strict_argument(parser, what=''):
+    parser.add_argument('--strict', action='store_true',
+                        help=STRICT_HELP % what)
+
+
+def coverage_lines(topology, where):
+    """The topology's warnings as ``FILE: hosts.NAME: message`` lines.
+
+    :param where: function host name -> the file to name for it.
+    """
+    return ['%s: %s: %s' % (where(name), documents.keypath(['hosts', name]),
+                            message)
+            for name, message in topology.warnings]
+
+
+def warn(stderr, lines):
+    for line in lines:
+        stderr.write('warning: %s\n' % line)
+
+
+def gpus_file_dirs(app):
+    """The directories of ``--os-nvlink-gpus-file-dir`` (see :mod:`.plugin`).
+
+    A topology's ``gpus_file`` may come from them besides the topology
+    file's own directory.
+    """
+    return getattr(app.options, 'os_nvlink_gpus_file_dir', None) or ()
+
+
+def load_topology(app, path):
+    """Load the topology file ``path`` (:func:`loader.load`)."""
+    return loader.load(path, gpus_file_dirs(app))
 
 
 def add_topology_file_argument(parser):
@@ -41,13 +81,20 @@ def topology_path(parsed_args):
     return positional or option
 
 
-class ValidateTopology(common.TextByDefault, common.ShowOne):
+class ValidateTopology(commands.TextByDefault, commands.ShowOne):
     """Validate a topology file and report every problem with its location.
 
     Exits 0 and prints a one-line summary when the file is valid; exits 1
     listing each problem as ``FILE: key.path: message`` otherwise. With
-    ``-f json`` (or yaml...): file, valid, hosts, gpus, groups and
-    problems (a list of those lines; also on standard error).
+    ``-f json`` (or yaml...): file, valid, hosts, gpus, groups, problems
+    (a list of those lines; also on standard error) and warnings.
+
+    A valid file can still leave GPUs out of their NVLink domains: a host
+    of a board that lists fewer GPUs than the board, a host of a board with
+    NVLink domains that gets none, a host with NVSwitches but no groups and
+    no board (host inspection without Fabric Manager or --board). Each is
+    a warning on standard error (``warning: FILE: hosts.NAME: ...``); the
+    exit status stays 0 unless --strict.
     """
 
     auth_required = False
@@ -56,6 +103,7 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         add_topology_file_argument(parser)
+        add_strict_argument(parser)
         return parser
 
     def run(self, parsed_args):
@@ -65,21 +113,33 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
     def take_action(self, parsed_args):
         path = topology_path(parsed_args)
         try:
-            topology = common.load_topology(self.app, path)
+            topology = load_topology(self.app, path)
         except errors.TopologyError as exc:
             if self.as_text:
                 raise
             self.app.stderr.write('%s\n' % exc)
             self.exit_code = 1
             return VALIDATE_FIELDS, (path, False, None, None, None,
-                                     str(exc).splitlines())
+                                     str(exc).splitlines(), [])
+        warnings = coverage_lines(topology, lambda name: path)
+        if warnings and parsed_args.strict:
+            exc = errors.TopologyError([
+                ('%s: %s' % (path, documents.keypath(['hosts', name])),
+                 message) for name, message in topology.warnings])
+            if self.as_text:
+                raise exc
+            self.app.stderr.write('%s\n' % exc)
+            self.exit_code = 1
+            return VALIDATE_FIELDS, (path, False, None, None, None,
+                                     warnings, [])
+        warn(self.app.stderr, warnings)
         groups = sum(len(h.groups) for h in topology.hosts.values())
         gpus = sum(len(h.gpus) for h in topology.hosts.values())
         self.summary = '%s: valid: %s, %s, %s\n' % (
-            path, common.plural(len(topology.hosts), 'host'),
-            common.plural(gpus, 'GPU'), common.plural(groups, 'group'))
+            path, display.plural(len(topology.hosts), 'host'),
+            display.plural(gpus, 'GPU'), display.plural(groups, 'group'))
         return VALIDATE_FIELDS, (path, True, len(topology.hosts), gpus,
-                                 groups, [])
+                                 groups, [], warnings)
 
     def produce_output(self, parsed_args, column_names, data):
         if self.as_text:
@@ -88,7 +148,7 @@ class ValidateTopology(common.TextByDefault, common.ShowOne):
         return super().produce_output(parsed_args, column_names, data)
 
 
-class ShowTopology(common.Lister):
+class ShowTopology(commands.Lister):
     """Show the NVLink groups a topology file defines, one row per group.
 
     ``members`` are normalized PCI addresses; ``modules`` the module ids
@@ -108,26 +168,30 @@ class ShowTopology(common.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        topology = common.load_topology(self.app, topology_path(parsed_args))
+        topology = load_topology(self.app, topology_path(parsed_args))
         rows = []
         for host in select_hosts(topology, parsed_args.host):
             for group in host.groups:
                 rows.append((host.name, group.name, group.size,
                              ','.join(group.traits),
-                             common.InOrder(group.members),
-                             common.InOrder(
+                             display.InOrder(group.members),
+                             display.InOrder(
                                  [m for m in group.modules if m is not None])))
         return SHOW_COLUMNS, rows
 
 
-class MergeTopology(common.Command):
+class MergeTopology(commands.Command):
     """Merge topology fragments (from host inspect) into one topology file.
 
-    A host in two fragments is an error unless both are identical; the
-    error shows both values and the files they come from. The merged
-    document is validated before it is written: nothing is written when
-    anything is wrong. Without -o (or with -o -) it goes to standard
-    output, the summary line to standard error.
+    A host in two fragments is an error naming both files, identical or
+    not (where they differ the error shows both values): two hosts that
+    report the same name would otherwise become one. The same file given
+    twice is read once. The merged document is validated before it is
+    written: nothing is written when anything is wrong. Without -o (or
+    with -o -) it goes to standard output, the summary line to standard
+    error. Hosts that cover less than their board (see topology validate)
+    are warnings on standard error, naming the fragment; with --strict
+    they are errors and nothing is written.
     """
 
     auth_required = False
@@ -139,6 +203,7 @@ class MergeTopology(common.Command):
         parser.add_argument('-o', '--output', metavar='FILE', default='-',
                             help='Merged topology file to write (YAML; '
                                  'default -, standard output).')
+        add_strict_argument(parser, ' and write nothing')
         return parser
 
     def take_action(self, parsed_args):
@@ -146,18 +211,25 @@ class MergeTopology(common.Command):
         to_stdout = output == '-'
         # gpus_file paths are made relative to where the file will be.
         target = '<stdout>' if to_stdout else output
+        origins = {}
         document = merge.merge(parsed_args.fragments,
                                'merged.yaml' if to_stdout else output,
-                               common.gpus_file_dirs(self.app),
+                               gpus_file_dirs(self.app),
                                shown='on standard output' if to_stdout
-                               else None)
+                               else None, origins=origins)
         topology = loader.parse(document, target,
-                                common.gpus_file_dirs(self.app))
+                                gpus_file_dirs(self.app))
+        if topology.warnings and parsed_args.strict:
+            raise errors.TopologyError([
+                ('%s: %s' % (origins[name], documents.keypath(
+                    ['hosts', name])), message)
+                for name, message in topology.warnings])
+        warn(self.app.stderr, coverage_lines(topology, origins.get))
         text = yaml.safe_dump(document, sort_keys=False,
                               default_flow_style=False)
         summary = '%s: %s from %s\n' % (
-            target, common.plural(len(topology.hosts), 'host'),
-            common.plural(len(parsed_args.fragments), 'fragment'))
+            target, display.plural(len(topology.hosts), 'host'),
+            display.plural(len(parsed_args.fragments), 'fragment'))
         if to_stdout:
             self.app.stdout.write(text)
             self.app.stderr.write(summary)

@@ -29,6 +29,7 @@ from nvlink_placement import errors
 from nvlink_placement import hostnames
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
+from nvlink_placement.topology import members
 from nvlink_placement.topology import pci
 
 #: Traits of a Nova 34 compute node RP: COMPUTE_NODE and OWNER_NOVA from
@@ -78,12 +79,16 @@ def gpu_resource_class(gpu, default=None):
 
 
 def host_providers(name, addresses, vcpus=VCPUS, memory_mb=MEMORY_MB,
-                   disk_gb=DISK_GB):
+                   disk_gb=DISK_GB, traits=None):
     """The providers Nova reports for one host, as snapshot entries.
 
     :param addresses: dict PCI address -> resource class.
+    :param traits: dict PCI address -> the ``traits`` tag of its
+        ``[pci] device_spec`` entry (member traits), added to
+        :data:`PCI_TRAITS`.
     :returns: list of :func:`snapshot.provider_entry` dicts, node first.
     """
+    traits = traits or {}
     cn = node_uuid(name)
     providers = [snapshot.provider_entry(cn, name, None, {
         'VCPU': _inventory(vcpus, allocation_ratio=CPU_ALLOCATION_RATIO),
@@ -94,7 +99,8 @@ def host_providers(name, addresses, vcpus=VCPUS, memory_mb=MEMORY_MB,
                                   pci.normalize_address(a[0]))):
         providers.append(snapshot.provider_entry(
             pci_uuid(cn, address), pci.nova_provider_name(name, address),
-            cn, {rc: _inventory(1)}, PCI_TRAITS))
+            cn, {rc: _inventory(1)},
+            tuple(sorted(set(PCI_TRAITS) | set(traits.get(address, ()))))))
     return providers
 
 
@@ -106,7 +112,10 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     :param sizes: ``vcpus``, ``memory_mb``, ``disk_gb`` of each node.
     GPUs the topology excludes (vGPU or MIG in use) get no provider:
     they are not passthrough devices, so they are left out of ``[pci]
-    device_spec`` (``nova-config``) and Nova reports none for them.
+    device_spec`` (``nova-config``) and Nova reports none for them. Each
+    GPU provider carries its member traits
+    (:mod:`nvlink_placement.topology.members`), as Nova reports them with
+    the ``[pci] device_spec`` entries ``nova-config`` prints.
 
     :returns: a validated snapshot dict with no allocations.
     :raises NvlinkError: a GPU with no resource class, an unknown host.
@@ -128,7 +137,9 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
             classes[address] = gpu_resource_class(gpu, resource_class)
             if classes[address] is None:
                 missing.append('%s %s' % (host.name, address))
-        providers.extend(host_providers(host.name, classes, **sizes))
+        providers.extend(host_providers(
+            host.name, classes, traits=members.traits(
+                host, topology.trait_prefix), **sizes))
     if missing:
         raise errors.NvlinkError(
             '%s: no resource class for %s; give --resource-class (Nova '

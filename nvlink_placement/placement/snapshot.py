@@ -382,8 +382,8 @@ def _rules(document):
         for key in ('uuid', 'parent_provider_uuid'):
             value = rp.get(key)
             if value is not None and not uuidutils.is_uuid_like(value):
-                problems.append((where + (key,), '%r is not a uuid'
-                                 % value))
+                problems.append((where + (key,), '%s is not a uuid'
+                                 % documents.short(value)))
         if rp['uuid'] in by_uuid:
             problems.append((where + ('uuid',), 'uuid %s is also '
                              'resource_providers[%d]'
@@ -406,7 +406,8 @@ def _rules(document):
         for j, aggregate in enumerate(rp.get('aggregates', ())):
             if not uuidutils.is_uuid_like(aggregate):
                 problems.append((where + ('aggregates', j),
-                                 '%r is not a uuid' % aggregate))
+                                 '%s is not a uuid'
+                                 % documents.short(aggregate)))
         for rc, inv in rp.get('inventories', {}).items():
             inv = dict(INVENTORY_DEFAULTS, **inv)
             if inv['reserved'] > inv['total']:

@@ -8,10 +8,12 @@ target depth (so no move can form a loop), deletions bottom-up.
 Each action also names the drift it repairs, for ``check``:
 ``missing-group``, ``missing-trait``, ``wrong-parent``,
 ``unexpected-group``, ``missing-reservation``, ``stale-reservation``;
-findings that no action repairs use ``unknown-gpu`` and
-``split-allocation`` (and ``missing-reservation`` for an unhealthy GPU in no
-group) (a consumer holds GPUs of more than one NVLink domain
-of its size: it has no NVLink between them).
+findings that no action repairs use ``unknown-gpu``,
+``member-traits`` (a GPU provider's member traits differ from those the
+topology gives it: Nova writes them from ``[pci] device_spec``, the tool
+never does) and ``split-allocation`` (and ``missing-reservation`` for an
+unhealthy GPU in no group) (a consumer holds GPUs of more than one NVLink
+domain of its size: it has no NVLink between them).
 """
 
 import dataclasses
@@ -34,6 +36,7 @@ UNEXPECTED_GROUP = 'unexpected-group'
 MISSING_RESERVATION = 'missing-reservation'
 STALE_RESERVATION = 'stale-reservation'
 UNKNOWN_GPU = 'unknown-gpu'
+MEMBER_TRAITS = 'member-traits'
 SPLIT_ALLOCATION = 'split-allocation'
 
 COLUMNS = ('host', 'action', 'provider', 'parent', 'detail')

@@ -3,6 +3,9 @@
 import dataclasses
 import typing
 
+from nvlink_placement.topology import members
+from nvlink_placement.topology import model
+
 
 @dataclasses.dataclass(frozen=True)
 class DesiredGroup:
@@ -26,11 +29,15 @@ class DesiredGpu:
 
     :ivar address: canonical PCI address.
     :ivar reserve: True when the GPU is unhealthy and should be reserved.
+    :ivar member_traits: the member traits Nova's ``[pci] device_spec``
+        must give it (:mod:`nvlink_placement.topology.members`); the tool
+        never writes them, ``check`` reports a difference.
     """
     address: str
     parent: typing.Optional[str]
     detail: str
     reserve: bool = False
+    member_traits: tuple = ()
 
 
 @dataclasses.dataclass
@@ -62,6 +69,11 @@ class DesiredHost:
         """The group traits this host's tree uses."""
         return {t for g in self.groups for t in g.traits}
 
+    @property
+    def member_traits(self):
+        """The member traits its GPU providers should carry."""
+        return {t for g in self.gpus.values() for t in g.member_traits}
+
     def domains(self):
         """``[(group, frozenset of Nova PCI RP names)]``: each group's GPUs.
 
@@ -77,7 +89,8 @@ class DesiredHost:
         return [(g, frozenset(members[g.name])) for g in self.groups]
 
 
-def from_topology(host, health=True):
+def from_topology(host, health=True,
+                  trait_prefix=model.DEFAULT_TRAIT_PREFIX):
     """Desired tree for a :class:`nvlink_placement.topology.model.Host`.
 
     GPUs excluded from groups (vGPU, MIG) are left out: they are not
@@ -85,7 +98,10 @@ def from_topology(host, health=True):
 
     :param health: reserve unhealthy GPUs (``reshape --no-health`` passes
         False).
+    :param trait_prefix: the topology's group trait prefix (member traits
+        are named after it).
     """
+    member_traits = members.traits(host, trait_prefix)
     groups = [DesiredGroup(g.name, g.parent, g.traits, _group_detail(g),
                            sizes=g.sizes)
               for g in host.groups]
@@ -99,7 +115,8 @@ def from_topology(host, health=True):
             '%s module %d' % (address, gpu.module_id))
         gpus[host.gpu_provider_name(address)] = DesiredGpu(
             address, host.parent_of_gpu(address), detail,
-            reserve=health and gpu.health == 'unhealthy')
+            reserve=health and gpu.health == 'unhealthy',
+            member_traits=member_traits.get(address, ()))
     return DesiredHost(host.name, groups, gpus, ignored=frozenset(ignored),
                        health=health)
 

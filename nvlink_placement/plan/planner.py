@@ -43,15 +43,20 @@ class Plan:
     findings: list
 
 
-def traits_to_query(desired_hosts):
+def traits_to_query(desired_hosts, members=False):
     """Traits whose carriers planning must know.
 
     Nova's PCI RPs are recognised by name (``<host>_<ADDRESS>``), so the
-    PCI trait is not queried: a no-op check stays at five requests.
+    PCI trait is not queried: a no-op reshape stays at five requests.
+
+    :param members: also the member traits of the GPUs (``check``: one
+        listing per member trait of the layout, whatever the host count).
     """
     traits = {OWNER}
     for host in desired_hosts:
         traits |= host.traits
+        if members:
+            traits |= host.member_traits
     return traits
 
 
@@ -158,24 +163,30 @@ def split_allocations(state, desired_hosts):
     return findings
 
 
-def plan(state, desired_hosts):
+def plan(state, desired_hosts, members=False):
     """Return the :class:`Plan` that turns ``state`` into the desired trees.
 
     :param state: :class:`State` read with :func:`traits_to_query` and the
         reservation marker prefix, with the inventories of
         :func:`inventories_needed` loaded.
     :param desired_hosts: list of :class:`DesiredHost`.
+    :param members: the state holds the member traits (read with
+        ``traits_to_query(..., members=True)``): add ``member-traits``
+        findings.
     :raises PlanError: listing every problem found (nothing may be
         written).
     """
     problems, per_host, findings = [], [], []
-    size_traits = set()
+    size_traits, member_traits = set(), set()
     for host in desired_hosts:
         size_traits |= host.traits
+        if members:
+            member_traits |= host.member_traits
     marked = markers(state)
     roots = hostnames.Names(state.root_names())
     for host in desired_hosts:
-        planner = _HostPlanner(state, host, size_traits, marked, roots)
+        planner = _HostPlanner(state, host, size_traits, marked, roots,
+                               member_traits if members else None)
         per_host.append(planner.plan())
         problems.extend(planner.problems)
         findings.extend(planner.findings)
@@ -197,8 +208,10 @@ def plan(state, desired_hosts):
 
 class _HostPlanner(object):
 
-    def __init__(self, state, host, size_traits, marked, roots):
+    def __init__(self, state, host, size_traits, marked, roots,
+                 member_traits=None):
         self.state = state
+        self.member_traits = member_traits
         self.roots = roots      # hostnames.Names of the root providers
         self.host = host
         self.size_traits = size_traits
@@ -332,6 +345,7 @@ class _HostPlanner(object):
                     act.MOVE_PROVIDER, rp_name, gpu.parent or host.name,
                     gpu.detail, uuid=rp.uuid, drift=act.WRONG_PARENT))
             reservations.extend(self.reservation(rp, gpu))
+            self.member_finding(rp, gpu)
         for rp in self.tree.values():
             if rp.name in host.gpus or not self.is_gpu(rp):
                 continue
@@ -342,6 +356,26 @@ class _HostPlanner(object):
                     '', rp.name, detail='PCI provider not in the topology',
                     drift=act.UNKNOWN_GPU))
         return moves, reservations
+
+    def member_finding(self, rp, gpu):
+        """A ``member-traits`` finding when ``rp``'s differ from ``gpu``'s.
+
+        Only the member traits of this plan are read (the others stay
+        unknown); Nova writes them from ``[pci] device_spec``, so no
+        Placement write of this tool repairs them.
+        """
+        if self.member_traits is None:
+            return
+        have = rp.traits & self.member_traits
+        want = set(gpu.member_traits)
+        if have == want:
+            return
+        self.findings.append(self.action(
+            '', rp.name, detail='member traits %s (from nova-compute\'s '
+            '[pci] device_spec)' % ' '.join(
+                ['+' + t for t in sorted(want - have)] +
+                ['-' + t for t in sorted(have - want)]),
+            drift=act.MEMBER_TRAITS))
 
     def reservation(self, rp, gpu):
         """set-reserved actions for one PCI RP (``gpu`` None: unknown)."""

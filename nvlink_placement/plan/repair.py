@@ -11,7 +11,9 @@ column), and that command repairs it:
   --host H``;
 - no command repairs the rest, and the text says so ("not automatic: ...")
   and what to do: ``unknown-gpu``, list the GPU in the topology, then
-  reshape; ``missing-reservation`` of an unhealthy GPU in no NVLink group,
+  reshape; ``member-traits``, set nova-compute's ``[pci] device_spec`` as
+  ``nova-config --host H`` prints and restart it; ``missing-reservation``
+  of an unhealthy GPU in no NVLink group,
   reserve it by hand; ``split-allocation``, migrate or resize the
   instance.
 
@@ -73,6 +75,12 @@ def text(action, context):
                 'or excluded), then: %s' % (
                     address, action.host, context.topology,
                     context.reshape([action.host])))
+    if not action.action and action.drift == act.MEMBER_TRAITS:
+        return (MANUAL + 'nova-compute on %s writes them: set its [pci] '
+                'device_spec as %s prints, restart nova-compute, then check '
+                'again' % (action.host, context.command(
+                    'nova-config', '--topology', context.topology,
+                    '--host', action.host, '--alias', 'ALIAS', '--ini')))
     if not action.action and action.drift == act.MISSING_RESERVATION:
         return (MANUAL + 'the GPU is in no NVLink group, so reserve it by '
                 'hand: reserved = total on the inventory of %s (openstack '

@@ -83,7 +83,8 @@ def hosts_outside(state, names):
     return with_groups, flat
 
 
-def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None):
+def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
+                  members=False):
     """Read Placement (constant requests plus a few inventories) and plan.
 
     :param more_hosts: optional callable(state, names) returning more
@@ -91,19 +92,21 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None):
     :param allocations: :data:`ALL_HOSTS` or :data:`CHANGED_HOSTS` to add
         ``split-allocation`` findings for those hosts (reads: see
         :func:`load_gpu_allocations`); None for none.
+    :param members: read the GPUs' member traits and add ``member-traits``
+        findings (``check``).
     :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
     """
-    current = state_mod.read(client, planner.traits_to_query(desired_hosts),
-                             trait_prefixes=[naming.MARKER_PREFIX],
-                             version=pc.WRITE_VERSION)
+    current = state_mod.read(
+        client, planner.traits_to_query(desired_hosts, members),
+        trait_prefixes=[naming.MARKER_PREFIX], version=pc.WRITE_VERSION)
     if more_hosts is not None:
         desired_hosts = desired_hosts + more_hosts(
             current, {h.name for h in desired_hosts})
     state_mod.load_inventories(
         client, current, planner.inventories_needed(current, desired_hosts))
-    plan = planner.plan(current, desired_hosts)
+    plan = planner.plan(current, desired_hosts, members)
     if allocations:
         hosts = [h for h in desired_hosts if h.known and h.groups]
         if allocations == CHANGED_HOSTS:
@@ -134,13 +137,13 @@ def load_gpu_allocations(client, state, hosts):
 
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
-        on_host=None, more_hosts=None, allocations=None):
+        on_host=None, more_hosts=None, allocations=None, members=False):
     """Read Placement, plan, and apply unless ``apply`` is False.
 
-    ``allocations``: see :func:`read_and_plan`.
+    ``allocations``, ``members``: see :func:`read_and_plan`.
     """
     current, plan = read_and_plan(client, desired_hosts, more_hosts,
-                                  allocations)
+                                  allocations, members)
     if not apply or not plan.actions:
         return Result(plan.actions, plan.findings, [], False)
     failures = executor.apply(client, plan.actions, current, workers=workers,

@@ -3,11 +3,14 @@
 An N-GPU instance fits in an N-GPU NVLink domain whose GPUs are all free
 (DESIGN.md section 5: a flavor of N GPUs asks for one N-domain), or in any
 N free GPUs of a mesh that serves N (a free 4-GPU mesh holds two 2-GPU
-instances, any pairs). Size 1 fits on any free GPU; the whole-host size
-needs every GPU free. A domain is *broken* when some but not all of its
-GPUs are taken (used or reserved): smaller instances fragment it; a mesh
-is broken for size N when some of its GPUs are taken and its free GPUs are
-not a multiple of N (some of them cannot serve size N).
+instances). With member traits (:mod:`nvlink_placement.topology.members`)
+an N-GPU instance takes one GPU of each member class of a mesh, so a mesh
+holds as many as its scarcest free class: the count the member-trait
+flavors get from Placement. Size 1 fits on any free GPU; the whole-host
+size needs every GPU free. A domain is *broken* when some but not all of
+its GPUs are taken (used or reserved): smaller instances fragment it; a
+mesh is broken for size N when some of its GPUs are taken and some of its
+free GPUs cannot serve size N.
 """
 
 import dataclasses
@@ -15,6 +18,7 @@ import re
 
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import usage
+from nvlink_placement.topology import members
 from nvlink_placement.topology import model
 
 COLUMNS = ('host', 'size', 'fits', 'free_gpus', 'used_gpus',
@@ -31,11 +35,13 @@ class HostGpus:
         domains with their nominal size.
     :ivar meshes: list of ``(sizes, frozenset of GPU keys)``: the meshes
         with the sizes they serve.
+    :ivar members: dict GPU key -> dict size -> member index, where known.
     """
     name: str
     status: dict
     domains: list
     meshes: list = dataclasses.field(default_factory=list)
+    members: dict = dataclasses.field(default_factory=dict)
 
 
 def _count(host, size):
@@ -48,16 +54,21 @@ def _count(host, size):
     if size == len(whole) > 1 and whole not in meshes and (
             (size, whole) not in units):
         units.append((size, whole))
-    for nominal, members in units:
-        taken = sum(1 for g in members if host.status[g] != usage.FREE)
-        if taken == 0 and len(members) == nominal:
+    for nominal, gpus in units:
+        taken = sum(1 for g in gpus if host.status[g] != usage.FREE)
+        if taken == 0 and len(gpus) == nominal:
             fits += 1
-        elif 0 < taken < len(members):
+        elif 0 < taken < len(gpus):
             broken += 1
-    for members in meshes:
-        free = sum(1 for g in members if host.status[g] == usage.FREE)
-        fits += free // size
-        if free < len(members) and free % size:
+    for gpus in meshes:
+        free = [g for g in gpus if host.status[g] == usage.FREE]
+        classes = [host.members.get(g, {}).get(size) for g in free]
+        if any(c is not None for c in classes):
+            here = members.reachable(classes, size)
+        else:
+            here = len(free) // size
+        fits += here
+        if len(free) < len(gpus) and len(free) > here * size:
             broken += 1
     return fits, broken
 
@@ -111,9 +122,11 @@ def hosts_from_state(state, uses, roots, topology=None,
         cn = state.by_uuid[root]
         gpus = {p.uuid: p for p in state.tree(root) if p.uuid in uses}
         status = {p.name: uses[u].status for u, p in gpus.items()}
-        domains, meshes = [], []
+        domains, meshes, classes = [], [], {}
         if topology is not None and cn.name in topology.hosts:
             host = topology.hosts[cn.name]
+            classes = {host.gpu_provider_name(a): sizes for a, sizes in
+                       members.indexes(host).items()}
             for group in host.groups:
                 names = frozenset(host.gpu_provider_name(a)
                                   for a in group.members) & set(status)
@@ -135,7 +148,11 @@ def hosts_from_state(state, uses, roots, topology=None,
                     meshes.append((tuple(sizes), below))
                 elif sizes:
                     domains.append((sizes[0], below))
-        hosts.append(HostGpus(cn.name, status, domains, meshes))
+            parse = members.parser(prefix)
+            for p in gpus.values():
+                for size, index in filter(None, map(parse, p.traits)):
+                    classes.setdefault(p.name, {})[size] = index
+        hosts.append(HostGpus(cn.name, status, domains, meshes, classes))
     return hosts
 
 

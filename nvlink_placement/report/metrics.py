@@ -36,7 +36,8 @@ PREFIX = 'nvlink_placement_'
 #: Every drift kind ``check`` reports, in the order the docs list them.
 KINDS = (act.MISSING_GROUP, act.MISSING_TRAIT, act.WRONG_PARENT,
          act.UNEXPECTED_GROUP, act.MISSING_RESERVATION,
-         act.STALE_RESERVATION, act.UNKNOWN_GPU, act.SPLIT_ALLOCATION)
+         act.STALE_RESERVATION, act.UNKNOWN_GPU, act.MEMBER_TRAITS,
+         act.SPLIT_ALLOCATION)
 
 LAST_SUCCESS = PREFIX + 'check_last_success_timestamp_seconds'
 

@@ -2,6 +2,7 @@
 
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import usage
+from nvlink_placement.topology import members
 
 _MARKS = {usage.FREE: 'free', usage.USED: 'USED', usage.RESERVED: 'RESERVED'}
 
@@ -18,9 +19,12 @@ def _traits(provider):
 
 
 def _label(state, provider, uses, modules):
-    """``name [traits] address module N status`` for one RP."""
+    """``name [traits] address module N status`` for one RP.
+
+    Member traits are left out of the drawing (``-f json`` lists them).
+    """
     parts = [provider.name]
-    shown = _traits(provider)
+    shown = [t for t in _traits(provider) if not members.parse_any(t)]
     if shown:
         parts.append('[%s]' % ', '.join(shown))
     if provider.uuid in uses:

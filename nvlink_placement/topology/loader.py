@@ -19,6 +19,7 @@ import jsonschema
 from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.topology import boards as catalog
+from nvlink_placement.topology import coverage
 from nvlink_placement.topology import laminar
 from nvlink_placement.topology import model
 from nvlink_placement.topology import pci
@@ -258,6 +259,7 @@ class _Checker(object):
         self.source = source
         self.gpus_file_dirs = tuple(gpus_file_dirs)
         self.problems = []
+        self.warnings = []
 
     def problem(self, parts, message, source=None):
         where = documents.keypath(parts)
@@ -274,7 +276,7 @@ class _Checker(object):
             host = self.host(name, spec, boards, prefix)
             if host is not None:
                 hosts[name] = host
-        return model.Topology(self.source, prefix, hosts)
+        return model.Topology(self.source, prefix, hosts, self.warnings)
 
     def boards(self, specs):
         result = {}
@@ -443,6 +445,10 @@ class _Checker(object):
                                              model.MAX_PROVIDER_NAME))
         if not gpus and len(self.problems) == known_problems:
             self.no_gpus(name, spec)
+        if len(self.problems) == known_problems:
+            self.warnings.extend(
+                (name, message) for message in coverage.host_warnings(
+                    board, gpus, groups, spec.get('nvswitches', ())))
         return model.Host(name, board.name if board else None, gpus, groups)
 
     def no_gpus(self, name, spec):

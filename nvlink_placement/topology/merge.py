@@ -1,12 +1,14 @@
 """Merge topology fragments (one per host, from host inspection) into one.
 
-A host present in two fragments is an error unless both entries are
-identical; so is a board defined twice differently, or two different
-``group_trait_prefix`` values. ``gpus_file`` paths are rewritten to stay
-valid relative to the merged file; one that then leads outside the merged
-file's directory (and the allowed ``gpus_file`` directories) is an error
-saying where to write the merged file or which directory to allow: the
-merged file could not be read back.
+A host present in two fragments is an error, naming both files, even when
+both entries are identical: two hosts that report the same name (cloned
+images, containers) would otherwise become one; the same file given twice
+is read once. A board defined twice differently is an error, and so are
+two different ``group_trait_prefix`` values. ``gpus_file`` paths are
+rewritten to stay valid relative to the merged file; one that then leads
+outside the merged file's directory (and the allowed ``gpus_file``
+directories) is an error saying where to write the merged file or which
+directory to allow: the merged file could not be read back.
 """
 
 import os
@@ -16,7 +18,7 @@ from nvlink_placement import errors
 from nvlink_placement.topology import loader
 
 
-def merge(paths, output, gpus_file_dirs=(), shown=None):
+def merge(paths, output, gpus_file_dirs=(), shown=None, origins=None):
     """Merge the topology files ``paths`` into one document.
 
     :param output: path the merged document will be written to (for
@@ -24,6 +26,8 @@ def merge(paths, output, gpus_file_dirs=(), shown=None):
     :param gpus_file_dirs: directories a ``gpus_file`` may lead to besides
         the merged file's own (``--os-nvlink-gpus-file-dir``).
     :param shown: the merged file in messages (default ``output``).
+    :param origins: a dict to fill with host name -> the fragment it
+        comes from, or None.
     :returns: the merged document (dict); validate it with
         :func:`nvlink_placement.topology.loader.parse` before writing.
     :raises TopologyError: naming both files for every conflict.
@@ -32,7 +36,7 @@ def merge(paths, output, gpus_file_dirs=(), shown=None):
     origin = {}
     problems = []
     out_dir = os.path.dirname(os.path.abspath(output))
-    for path in paths:
+    for path in _once(paths):
         document = loader.read_document(path)
         if not isinstance(document, dict) or document.get('version') != 1:
             problems.append((path, 'not a topology document of version 1%s'
@@ -67,18 +71,46 @@ def merge(paths, output, gpus_file_dirs=(), shown=None):
                             path, name), problem))
                         continue
                 section = merged.setdefault(kind, {})
+                if kind == 'hosts' and section.get(name, _MISSING) == spec:
+                    problems.append((path, twice(name, origin[(kind, name)])))
+                    continue
                 if name in section and section[name] != spec:
                     problems.append((path, conflict(
                         [kind, name], spec, path, section[name],
-                        origin[(kind, name)])))
+                        origin[(kind, name)]) + (
+                            '. ' + SAME_NAME if kind == 'hosts' else '')))
                     continue
                 section[name] = spec
                 origin.setdefault((kind, name), path)
+                if kind == 'hosts' and origins is not None:
+                    origins.setdefault(name, path)
     if problems:
         raise errors.TopologyError(problems)
     if 'boards' in merged:
         merged = dict(merged, boards=merged.pop('boards'))
     return merged
+
+
+def _once(paths):
+    """``paths`` without a file given again (same file, any spelling)."""
+    seen = set()
+    for path in paths:
+        real = os.path.realpath(path)
+        if real not in seen:
+            seen.add(real)
+            yield path
+
+
+SAME_NAME = ('Two hosts that report the same name (cloned images, '
+             'containers) need hypervisor_hostname set per host to Nova\'s '
+             'name for each')
+
+
+def twice(name, other):
+    """Host ``name`` is also, identically, in the fragment ``other``."""
+    return ('%s is also in %s, identically: each host must come from one '
+            'fragment (drop one if the same host was given twice). %s' % (
+                documents.keypath(['hosts', name]), other, SAME_NAME))
 
 
 def _outside(relpath, out_dir, output, gpus_file_dirs):

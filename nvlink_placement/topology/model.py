@@ -196,10 +196,14 @@ class Topology:
     :ivar source: file name the topology was read from (for messages).
     :ivar trait_prefix: group trait prefix (default ``CUSTOM_PCI_GROUP``).
     :ivar hosts: dict host name -> :class:`Host`, in file order.
+    :ivar warnings: ``(host name, message)`` pairs for hosts that are
+        valid but cover less than their board
+        (:mod:`nvlink_placement.topology.coverage`).
     """
     source: str
     trait_prefix: str
     hosts: dict
+    warnings: list = dataclasses.field(default_factory=list)
 
     def select(self, names):
         """Return the hosts named in ``names`` (all when empty).

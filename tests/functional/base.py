@@ -73,7 +73,12 @@ class PlacementTestCase(base.BaseTestCase):
         return run.run(self.client, wanted, apply=apply)
 
     def dump(self):
-        """The whole Placement state as canonical JSON text."""
+        """The exported trees as canonical JSON text.
+
+        Trees with a Nova PCI provider only, without global traits or
+        generations: "nothing was written" is judged by
+        :func:`tests.functional.writes.nothing_written` instead.
+        """
         return json.dumps(self.placement.export(), sort_keys=True)
 
     def candidates(self, **query):

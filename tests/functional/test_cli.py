@@ -10,6 +10,7 @@ from oslotest import base
 from nvlink_placement.placement import snapshot
 from tests.functional import base as fbase
 from tests.functional import cli
+from tests.functional import writes
 
 UUID1 = '11111111-1111-4111-8111-111111111111'
 UUID9 = '99999999-9999-4999-8999-999999999999'
@@ -71,9 +72,10 @@ class TestReshapeCommands(base.BaseTestCase):
         self.tmp = self.useFixture(fixtures.TempDir()).path
 
     def test_dry_run_then_apply_then_check(self):
-        dry = cli.run(self, 'nvlink', 'reshape', '--topology',
-                      fbase.H100_TOPOLOGY, '--snapshot', fbase.H100_SNAPSHOT,
-                      '--dry-run', '-f', 'json')
+        with writes.nothing_written(self):
+            dry = cli.run(self, 'nvlink', 'reshape', '--topology',
+                          fbase.H100_TOPOLOGY, '--snapshot',
+                          fbase.H100_SNAPSHOT, '--dry-run', '-f', 'json')
         self.assertEqual(0, dry.code, dry.stderr)
         rows = json.loads(dry.stdout)
         self.assertEqual(43, len(rows))
@@ -167,8 +169,9 @@ class TestReshapeCommands(base.BaseTestCase):
             f.write('version: 1\nhosts:\n  compute-09:\n    groups:\n'
                     '      - ["0000:01:00.0", "0000:02:00.0"]\n'
                     '      - ["0000:03:00.0", "0000:04:00.0"]\n')
-        result = cli.run(self, 'nvlink', 'reshape', '--topology', topo,
-                         '--snapshot', fbase.H100_SNAPSHOT)
+        with writes.nothing_written(self):
+            result = cli.run(self, 'nvlink', 'reshape', '--topology', topo,
+                             '--snapshot', fbase.H100_SNAPSHOT)
         self.assertEqual(1, result.code)
         self.assertIn('the plan is invalid; nothing was written',
                       result.stderr)

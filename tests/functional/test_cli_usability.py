@@ -23,6 +23,7 @@ from nvlink_placement.flavors import novaconfig
 from nvlink_placement.topology import loader
 from tests.functional import base as fbase
 from tests.functional import cli
+from tests.functional import writes
 
 RC = 'CUSTOM_PCI_10DE_2330'
 RST = re.compile(r'``|:[a-z]+:`')
@@ -173,7 +174,10 @@ class TestFormats(base.BaseTestCase):
                           'module': None, 'status': None}, rows[0])
         self.assertEqual({'host': 'compute-01',
                           'provider': 'compute-01_0000:4C:00.0',
-                          'parent': 'compute-01', 'depth': 1, 'traits': [],
+                          'parent': 'compute-01', 'depth': 1,
+                          'traits': ['CUSTOM_PCI_GROUP2_MEMBER0',
+                                     'CUSTOM_PCI_GROUP4_MEMBER0',
+                                     'CUSTOM_PCI_GROUP8_MEMBER0'],
                           'module': 1, 'status': 'free'}, rows[3])
         text = cli.run(self, 'nvlink', 'tree', '--snapshot',
                        fbase.H100_SNAPSHOT, '--host', 'compute-01')
@@ -186,7 +190,8 @@ class TestFormats(base.BaseTestCase):
         self.assertEqual(0, result.code, result.stderr)
         self.assertEqual({'file': fbase.H100_TOPOLOGY, 'valid': True,
                           'hosts': 2, 'gpus': 16, 'groups': 12,
-                          'problems': []}, json.loads(result.stdout))
+                          'problems': [], 'warnings': []},
+                         json.loads(result.stdout))
         bad = self.write('bad.yaml', 'version: 1\nhosts:\n  c1:\n'
                                      '    groups:\n')
         result = cli.run(self, 'nvlink', 'topology', 'validate', bad,
@@ -196,7 +201,7 @@ class TestFormats(base.BaseTestCase):
             {'file': bad, 'valid': False, 'hosts': None, 'gpus': None,
              'groups': None,
              'problems': ['%s: hosts.c1.groups: expected a list, got null'
-                          % bad]}, json.loads(result.stdout))
+                          % bad], 'warnings': []}, json.loads(result.stdout))
         both = cli.run(self, 'nvlink', 'topology', 'show', bad,
                        '--topology', fbase.H100_TOPOLOGY)
         self.assertEqual(3, both.code)  # a usage error
@@ -223,6 +228,8 @@ class TestFormats(base.BaseTestCase):
             "pci_passthrough:alias='h100:2:_h100', "
             "placement:group_policy='none', "
             "placement:same_subtree='_h100-0,_h100-1,_nvl2', "
+            "trait_h100-0:CUSTOM_PCI_GROUP2_MEMBER0='required', "
+            "trait_h100-1:CUSTOM_PCI_GROUP2_MEMBER1='required', "
             "trait_nvl2:CUSTOM_PCI_GROUP2='required'\n", result.stdout)
         tree = cli.run(self, 'nvlink', 'tree', '--snapshot',
                        fbase.H100_SNAPSHOT, '--host', 'compute-01',
@@ -271,11 +278,16 @@ class TestFormats(base.BaseTestCase):
         self.assertEqual(0, result.code, result.stderr)
         lines = result.stdout.splitlines()
         self.assertEqual('| flavor      | host       | candidates | '
-                         'valid_sets | invalid_sets | missing_sets |',
+                         'valid_sets | invalid_sets | missing_sets | '
+                         'distinct_sets | duplicates |',
                          lines[1])
         self.assertEqual('| gpu.h100.1x | compute-02 |          8 |'
-                         '          8 |            0 |            0 |',
+                         '          8 |            0 |            0 |'
+                         '             8 |          0 |',
                          lines[3])
+        self.assertIn('gpu.h100.1x: 8 candidates, 8 distinct GPU sets, 0 '
+                      'duplicates; reached 1 of 1 hosts with a free domain',
+                      result.stderr)
         self.assertEqual(5, len(lines))
         query = cli.run(self, *args + ('-f', 'value', '-c', 'query'))
         self.assertTrue(query.stdout.startswith('limit=1000&'),
@@ -296,8 +308,15 @@ class TestFormats(base.BaseTestCase):
         self.assertIn('reason', longer.stdout.splitlines()[1])
 
     def test_wide_tree_warning_is_short(self):
+        # Only flavors without member traits enumerate permutations: the
+        # upstream dialect's whole-host flavor.
+        mosk = cli.run(self, 'nvlink', 'flavor', 'generate', '--topology',
+                       fbase.H100_TOPOLOGY, '--alias', 'h100')
+        self.assertEqual(0, mosk.code, mosk.stderr)
+        self.assertNotIn('8 or more', mosk.stderr)
         result = cli.run(self, 'nvlink', 'flavor', 'generate', '--topology',
-                         fbase.H100_TOPOLOGY, '--alias', 'h100')
+                         fbase.H100_TOPOLOGY, '--alias', 'h100',
+                         '--dialect', 'upstream')
         self.assertEqual(0, result.code, result.stderr)
         start = result.stderr.index('compute-01, compute-02: 8 or more')
         lines = result.stderr[start:].splitlines()[:6]
@@ -333,8 +352,10 @@ class TestWording(base.BaseTestCase):
         self.assertEqual(1, result.code)
         self.assertEqual(
             "%s: hosts.c1 differs from the one in %s: hosts.c1.board: "
-            "'hgx-b200-8gpu' in %s, 'hgx-h100-8gpu' in %s\n" % (b, a, b, a),
-            result.stderr)
+            "'hgx-b200-8gpu' in %s, 'hgx-h100-8gpu' in %s. Two hosts that "
+            "report the same name (cloned images, containers) need "
+            "hypervisor_hostname set per host to Nova's name for each\n"
+            % (b, a, b, a), result.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, 'out.yaml')))
 
     def test_schema_errors_in_plain_words(self):
@@ -365,7 +386,8 @@ class TestWording(base.BaseTestCase):
                                     '      - ["0000:03:00.0", '
                                     '"0000:04:00.0"]\n')
         base_args = ('--topology', topo, '--snapshot', fbase.H100_SNAPSHOT)
-        dry = cli.run(self, 'nvlink', 'reshape', '--dry-run', *base_args)
+        with writes.nothing_written(self):
+            dry = cli.run(self, 'nvlink', 'reshape', '--dry-run', *base_args)
         self.assertEqual(1, dry.code)
         self.assertIn('the plan is invalid; dry run: no changes made:\n',
                       dry.stderr)

@@ -59,7 +59,7 @@ def seed_all(client):
     for host, board in H100_BOARDS.items():
         names.update(novalike.seed_host(client, host, board))
     names.update(novalike.seed_host(client, B200_HOST, b200_board(),
-                                    rc=B200_RC))
+                                    rc=B200_RC, board='hgx-b200-8gpu'))
     for path in (base.H100_TOPOLOGY, B200_TOPOLOGY):
         topology = loader.load(path)
         result = run.run(client, [desired.from_topology(h)
@@ -109,9 +109,9 @@ class TestReshapedFlavors(_FlavorCase):
     def test_h100_sets_are_exactly_the_domains(self):
         results = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
                               self.generated(base.H100_TOPOLOGY, 'h100'))
-        # Candidates: every order of each domain's GPUs; 8 GPUs in 8
-        # separate groups are cut at limit=1000, breadth-first 500 each.
-        candidates = {1: 8, 2: 8, 4: 48, 8: 500}
+        # Member traits: one candidate per domain (4 pairs, 2 quads, the
+        # board), nothing cut at limit=1000.
+        candidates = {1: 8, 2: 4, 4: 2, 8: 1}
         for size in (1, 2, 4, 8):
             result = results['gpu.h100.%dx' % size]
             self.assertEqual([], result.problems)
@@ -124,13 +124,15 @@ class TestReshapedFlavors(_FlavorCase):
                 self.assertEqual({}, host.invalid)
                 self.assertEqual({}, host.missing)
                 self.assertEqual(candidates[size], host.candidates)
-        self.assertEqual(1, len(results['gpu.h100.8x'].warnings))
+        self.assertEqual([], results['gpu.h100.8x'].warnings)
+        self.assertEqual({0}, {h.duplicates for r in results.values()
+                               for h in r.hosts})
 
     def test_b200_sets_are_the_adjacent_pairs(self):
         results = self.verify(B200_TOPOLOGY, 'b200', B200_RC,
                               self.generated(B200_TOPOLOGY, 'b200'))
         board = b200_board()
-        for size, candidates in ((1, 8), (2, 8), (4, 48), (8, 1000)):
+        for size, candidates in ((1, 8), (2, 4), (4, 2), (8, 1)):
             result = results['gpu.b200.%dx' % size]
             self.assertEqual([], result.problems)
             host, = result.hosts
@@ -162,8 +164,8 @@ class TestReshapedFlavors(_FlavorCase):
         results = self.verify(base.H100_TOPOLOGY, 'h100', H100_RC,
                               self.generated(base.H100_TOPOLOGY, 'h100'))
         candidates = {1: {'compute-01': 7, 'compute-02': 6},
-                      2: {'compute-01': 6, 'compute-02': 6},
-                      4: {'compute-01': 24, 'compute-02': 24},
+                      2: {'compute-01': 3, 'compute-02': 3},
+                      4: {'compute-01': 1, 'compute-02': 1},
                       8: {'compute-01': 0, 'compute-02': 0}}
         for size in (1, 2, 4, 8):
             result = results['gpu.h100.%dx' % size]
@@ -178,7 +180,7 @@ class TestReshapedFlavors(_FlavorCase):
             B200_TOPOLOGY, 'b200', B200_RC,
             self.generated(B200_TOPOLOGY, 'b200', sizes=(2, 4)))
         self.assertEqual(
-            [(3, 6), (1, 24)],
+            [(3, 3), (1, 1)],
             [(len(r.hosts[0].valid), r.hosts[0].candidates)
              for r in b200_results.values()])
 
@@ -247,7 +249,7 @@ class TestReshapedFlavors(_FlavorCase):
                                 flavors, nova=nova)
             self.assertEqual(
                 [[('compute-01', 8, 8, 0, 0), ('compute-02', 8, 8, 0, 0)],
-                 [('compute-01', 8, 4, 0, 0), ('compute-02', 8, 4, 0, 0)]],
+                 [('compute-01', 4, 4, 0, 0), ('compute-02', 4, 4, 0, 0)]],
                 [[r[1:6] for r in older[f['name']].rows()]
                  for f in flavors])
 
@@ -371,13 +373,17 @@ class TestCli(oslo_base.BaseTestCase):
             'valid_sets', '-c', 'invalid_sets', '-c', 'missing_sets')
         # Offline too, the query shape it modelled is said.
         self.assertEqual((0, 'flavor verify: Nova 34 query, owner filter on '
-                             '(default Nova 34)\n'), (code, err))
+                             '(default Nova 34)\n'),
+                         (code, err.splitlines(True)[0]))
+        self.assertIn('gpu.b200.4x: 2 candidates, 2 distinct GPU sets, 0 '
+                      'duplicates; reached 1 of 1 hosts with a free domain',
+                      err)
         self.assertEqual([
             {'flavor': 'gpu.b200.%dx' % size, 'host': B200_HOST,
              'candidates': candidates, 'valid_sets': valid,
              'invalid_sets': 0, 'missing_sets': 0}
-            for size, candidates, valid in ((1, 8, 8), (2, 8, 4),
-                                            (4, 48, 2))], json.loads(out))
+            for size, candidates, valid in ((1, 8, 8), (2, 4, 4),
+                                            (4, 2, 2))], json.loads(out))
 
     def test_example_snapshot_with_the_nova_34_query(self):
         reshaped = os.path.join(self.useFixture(fixtures.TempDir()).path,
@@ -396,10 +402,17 @@ class TestCli(oslo_base.BaseTestCase):
                   '-c', 'candidates', '-c', 'valid_sets')
         code, out, err = self.openstack(*verify)
         self.assertEqual((0, 'flavor verify: Nova 34 query, owner filter on '
-                             '(default Nova 34)\n'), (code, err))
-        # One GPU of compute-01 (module 5: pair -c, quad -b) is in use.
+                             '(default Nova 34)\n'
+                             'gpu.h100.1x: 15 candidates, 15 distinct GPU '
+                             'sets, 0 duplicates; reached 2 of 2 hosts with a '
+                             'free domain\n'
+                             'gpu.h100.2x: 7 candidates, 7 distinct GPU sets, '
+                             '0 duplicates; reached 2 of 2 hosts with a free '
+                             'domain\n'), (code, err))
+        # One GPU of compute-01 (module 5: pair -c, quad -b) is in use:
+        # one candidate per free pair.
         self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
-                         'compute-01 6 3\ncompute-02 8 4\n', out)
+                         'compute-01 3 3\ncompute-02 4 4\n', out)
         # The same tree as a nova-compute older than Nova 34 writes it.
         document = snapshot.read_file(reshaped)
         for provider in document['resource_providers']:
@@ -416,9 +429,10 @@ class TestCli(oslo_base.BaseTestCase):
                       'lack OWNER_NOVA', err)
         code, out, err = self.openstack(*verify + ['--nova-release', '33'])
         self.assertEqual((0, 'flavor verify: Nova 33 query, owner filter off '
-                             '(--nova-release 33)\n'), (code, err))
+                             '(--nova-release 33)\n'),
+                         (code, err.splitlines(True)[0]))
         self.assertEqual('compute-01 7 7\ncompute-02 8 8\n'
-                         'compute-01 6 3\ncompute-02 8 4\n', out)
+                         'compute-01 3 3\ncompute-02 4 4\n', out)
 
     def test_verify_fails_on_a_wrong_flavor(self):
         flavors = self.write('wrong.yaml', (
@@ -458,6 +472,10 @@ class TestCli(oslo_base.BaseTestCase):
             'openstack --os-compute-api-version 2.86 flavor set \\\n'
             '  --property pci_passthrough:alias=h100:2:_h100 \\\n'
             '  --property trait_nvl2:CUSTOM_PCI_GROUP2=required \\\n'
+            '  --property trait_h100-0:CUSTOM_PCI_GROUP2_MEMBER0=required '
+            '\\\n'
+            '  --property trait_h100-1:CUSTOM_PCI_GROUP2_MEMBER1=required '
+            '\\\n'
             '  --property placement:same_subtree=_h100-0,_h100-1,_nvl2 \\\n'
             '  --property placement:group_policy=none \\\n'
             '  gpu.h100.2x\n', out)
@@ -472,7 +490,11 @@ class TestCli(oslo_base.BaseTestCase):
                 'alias = {"name": "b200", '
                 '"vendor_id": "10de", "product_id": "2901"}',
                 'pci_in_placement = True',
-                'optimize_for_wide_provider_trees = True',
+                'allow_pci_traits_in_flavor = True',
+                'device_spec = {"vendor_id": "10de", "product_id": "2901", '
+                '"address": "0000:3d:00.0", "traits": '
+                '"CUSTOM_PCI_GROUP2_MEMBER0,CUSTOM_PCI_GROUP4_MEMBER0,'
+                'CUSTOM_PCI_GROUP8_MEMBER0"}',
                 '#   hw:numa_nodes=1  (every 4-GPU domain sits on one NUMA '
                 'node; the vCPUs and memory must fit that node)',
                 '#   hw:pci_numa_affinity_policy=preferred  (prefer '
@@ -483,8 +505,19 @@ class TestCli(oslo_base.BaseTestCase):
             'nvlink', 'nova-config', '--topology', B200_TOPOLOGY,
             '--alias', 'b200', '-f', 'json', '--sizes', '2')
         self.assertEqual(0, code)
+        # The 8 per-GPU entries of the host come first.
         self.assertEqual({'service': 'nova-compute', 'section': 'pci',
                           'option': 'report_in_placement', 'value': 'True',
                           'reason': 'one resource provider per GPU (cannot '
                                     'be turned off again)'},
-                         json.loads(out)[1])
+                         json.loads(out)[8 + 1])
+        self.assertEqual(8 * ['nova-compute (compute-b200-01)'],
+                         [r['service'] for r in json.loads(out)[:8]])
+        self.assertNotIn('optimize_for_wide_provider_trees', out)
+        code, out, err = self.openstack(
+            'nvlink', 'nova-config', '--topology', B200_TOPOLOGY,
+            '--alias', 'b200', '--dialect', 'upstream', '--ini')
+        self.assertEqual(0, code, err)
+        self.assertIn('optimize_for_wide_provider_trees = True\n', out)
+        self.assertNotIn('"address"', out)
+        self.assertNotIn('allow_pci_traits_in_flavor', out)

@@ -74,8 +74,13 @@ class TestInspectMergeReshape(base.BaseTestCase):
         inspected = tree_shape(snapshot.read_file(outputs['inspected']))
         example = tree_shape(snapshot.read_file(outputs['example']))
         self.assertEqual(example, inspected)
+        # Module 6: member 0 of pair {6,8}, 1 of quad 5-8, 5 of the board
+        # (the example snapshot holds what Nova writes with nova-config).
         self.assertEqual(('compute-02_nvlink-group-of-2-d',
-                          ['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA']),
+                          ['COMPUTE_MANAGED_PCI_DEVICE',
+                           'CUSTOM_PCI_GROUP2_MEMBER0',
+                           'CUSTOM_PCI_GROUP4_MEMBER1',
+                           'CUSTOM_PCI_GROUP8_MEMBER5', 'OWNER_NOVA']),
                          inspected['compute-02_0000:9A:00.0'])
 
     def test_merge_conflict_writes_nothing(self):

@@ -22,6 +22,7 @@ from nvlink_placement.plan import desired
 from nvlink_placement.plan import run
 from nvlink_placement.report import capacity
 from nvlink_placement.topology import loader
+from nvlink_placement.topology import members
 from tests.functional import base
 from tests import novalike
 
@@ -53,8 +54,17 @@ class TestMeshes(base.PlacementTestCase):
         """Seed ``names`` as Nova does (flat trees)."""
         for name in names:
             rc = V100_RC if name == DGX1 else novalike.GPU_RC
+            host = self.hosts[name]
             self.names.update(novalike.seed_host(
-                self.client, name, list(self.hosts[name].gpus), rc=rc))
+                self.client, name, {a: g.module_id
+                                    for a, g in host.gpus.items()},
+                rc=rc, board=host.board))
+
+    def offered(self, name, addresses, size):
+        """The ``size``-sets of ``addresses`` with one GPU of each member."""
+        classes = members.indexes(self.hosts[name])
+        return {s for s in _sets(addresses, size) if members.one_of_each(
+            [classes[a][size] for a in s], size)}
 
     def reshape(self, *names):
         wanted = [desired.from_topology(self.hosts[n]) for n in names]
@@ -115,13 +125,14 @@ class TestMeshes(base.PlacementTestCase):
             # size: ({host: valid sets}, {host: candidates})
             1: ({'compute-01': _sets(by_module.values(), 1),
                  H100X4: _sets(mesh, 1)}, {'compute-01': 8, H100X4: 4}),
-            # 4 GPUs, any pair: 6 sets, each in 2 orders.
-            2: ({'compute-01': nvswitch[2], H100X4: _sets(mesh, 2)},
-                {'compute-01': 8, H100X4: 12}),
+            # 4 GPUs: the pairs of one GPU of each member class, once each.
+            2: ({'compute-01': nvswitch[2],
+                 H100X4: self.offered(H100X4, mesh, 2)},
+                {'compute-01': 4, H100X4: 4}),
             4: ({'compute-01': nvswitch[4], H100X4: {frozenset(mesh)}},
-                {'compute-01': 48, H100X4: 24}),
+                {'compute-01': 2, H100X4: 1}),
         }
-        self.assertEqual(6, len(expected[2][0][H100X4]))
+        self.assertEqual(4, len(expected[2][0][H100X4]))
         for size, (valid, candidates) in expected.items():
             result = results[size]
             self.assertEqual([], result.problems, size)
@@ -136,7 +147,7 @@ class TestMeshes(base.PlacementTestCase):
         self.assertEqual(['trait_nvl2:CUSTOM_PCI_GROUP2',
                           'trait_nvl4:CUSTOM_PCI_GROUP4'],
                          [k for f in flavor for k in f.extra_specs
-                          if k.startswith('trait')])
+                          if k.startswith('trait_nvl')])
 
     def test_dgx1_offers_pairs_and_quads_inside_the_quads(self):
         self.seed(DGX1)
@@ -146,15 +157,15 @@ class TestMeshes(base.PlacementTestCase):
         addresses = sorted(host.gpus)
         quads = [addresses[:4], addresses[4:]]
         result = results[2].hosts[0]
-        self.assertEqual(_sets(quads[0], 2) | _sets(quads[1], 2),
-                         result.valid)
-        self.assertEqual((24, {}, {}), (result.candidates, result.invalid,
-                                        result.missing))
+        self.assertEqual(self.offered(DGX1, quads[0], 2) |
+                         self.offered(DGX1, quads[1], 2), result.valid)
+        self.assertEqual((8, {}, {}), (result.candidates, result.invalid,
+                                       result.missing))
         self.assertNotIn(frozenset(['0000:06:00.0', '0000:85:00.0']),
                          result.valid)
         result = results[4].hosts[0]
         self.assertEqual({frozenset(q) for q in quads}, result.valid)
-        self.assertEqual(48, result.candidates)
+        self.assertEqual(2, result.candidates)
         self.assertEqual([], results[2].problems + results[4].problems)
 
     def test_capacity_counts_any_pairs(self):
@@ -181,9 +192,12 @@ class TestMeshes(base.PlacementTestCase):
                           4: (0, 3, 1, 0, 1)}, rows)
         result = self.verify([self.hosts[H100X4]], 'h100', novalike.GPU_RC,
                              [2])[2].hosts[0]
-        # Flavor verify sees every pair of the 3 free GPUs: capacity's
-        # "fits" counts instances, verify's sets count choices.
-        self.assertEqual(_sets([mesh[0], mesh[2], mesh[3]], 2), result.valid)
+        # Flavor verify sees the pairs of the 3 free GPUs that hold one
+        # GPU of each member class: capacity's "fits" counts instances,
+        # verify's sets count choices.
+        self.assertEqual(self.offered(H100X4, [mesh[0], mesh[2], mesh[3]],
+                                      2), result.valid)
+        self.assertEqual(2, len(result.valid))
         self.assertEqual({}, result.missing)
 
     def test_free_capacity_of_a_whole_mesh(self):

@@ -14,6 +14,7 @@ from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.placement import snapshot_db
 from tests.functional import base
+from tests.functional import writes
 from tests import novalike
 from tests import placement_server
 
@@ -72,8 +73,10 @@ class TestBulkLoad(base.PlacementTestCase):
         rp = self.client.get('/resource_providers/%s' % gpu)
         self.assertEqual((node, node), (rp['parent_provider_uuid'],
                                         rp['root_provider_uuid']))
-        self.assertEqual(novalike.PCI_TRAITS, sorted(self.client.get(
-            '/resource_providers/%s/traits' % gpu, version='1.6')['traits']))
+        self.assertEqual(sorted(set(novalike.PCI_TRAITS) | set(
+            novalike.member_traits(novalike.BOARD1)['0000:4c:00.0'])),
+            sorted(self.client.get('/resource_providers/%s/traits' % gpu,
+                                   version='1.6')['traits']))
         self.assertEqual({RC: 1}, self.client.get(
             '/resource_providers/%s/usages' % gpu)['usages'])
         self.assertEqual({'VCPU': 16, 'MEMORY_MB': 4096, 'DISK_GB': 0},
@@ -177,13 +180,12 @@ class TestBulkLoad(base.PlacementTestCase):
             % (path, INSTANCE, node, INSTANCE), logs.output)
 
     def test_a_second_load_of_the_same_trees_is_refused(self):
-        before = self.placement.export()
-        exc = self.assertRaises(errors.NvlinkError, self.placement.load,
-                                self.document)
+        with writes.nothing_written(self, self.placement):
+            exc = self.assertRaises(errors.NvlinkError, self.placement.load,
+                                    self.document)
         self.assertIn('cannot load the snapshot: Placement already has '
                       'provider %s (compute-01)' % self.names['compute-01'],
                       str(exc))
-        self.assertEqual(before, self.placement.export())
 
     def test_more_trees_next_to_loaded_ones(self):
         names = self.seed_hosts({'compute-03': novalike.BOARD1})
@@ -208,8 +210,9 @@ class TestSameStateAsNova(oslo_base.BaseTestCase):
             plain = pc.PlacementClient(client.adapter, lock=client.lock)
             for host, board in boards.items():
                 novalike.seed_host(plain, host, board)
-            # The resource class per host, inventories and traits per RP.
-            self.assertEqual(2 + 18 + 18, plain.requests['PUT'])
+            # The resource class per host, inventories and traits per RP,
+            # and the 14 member traits of the layout per host.
+            self.assertEqual(2 + 18 + 18 + 2 * 14, plain.requests['PUT'])
             seeded = client.placement.export()
         with embedded.EmbeddedPlacement(novalike.document(boards)) as client:
             self.assertEqual(seeded, client.placement.export())

@@ -210,15 +210,16 @@ class TestRoundTrip(base.BaseTestCase):
                          len(everything['resource_providers']))
 
     def check_requests(self, requests):
-        # 44 providers (4 roots), 14 consumers, 8 traits in use: the
-        # listing and the PCI trees (3); the traits in use and one listing
-        # each (1 + 8, fewer than a GET per provider); inventories (44);
+        # 44 providers (4 roots), 14 consumers, 22 traits in use (8, and
+        # the 14 member traits of the H100 GPUs): the listing and the PCI
+        # trees (3); the traits in use and one listing each (1 + 22, fewer
+        # than a GET per provider); inventories (44);
         # one proof of unused capacity per class and capacity (4: the GPU
         # class, bandwidth, MEMORY_MB, DISK_GB; VCPU's capacity is above
         # its max_unit); allocations of the 30 providers not proven
         # unused (4 nodes, 4 bridges, 22 GPUs allocated or reserved);
         # aggregates of the roots (4); consumers (14).
-        self.assertEqual({'GET': 3 + 9 + 44 + 4 + 30 + 4 + 14}, requests)
+        self.assertEqual({'GET': 3 + 23 + 44 + 4 + 30 + 4 + 14}, requests)
 
     def check_api_fallback(self, document):
         self.useFixture(fixtures.MockPatchObject(

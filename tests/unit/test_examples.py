@@ -1,18 +1,22 @@
 """The shipped examples load, and the Ansible playbook is valid."""
 
+import argparse
 import glob
 import os
+import re
 import shutil
 import subprocess
 
 from oslotest import base
 
+from nvlink_placement.discovery import options
 from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import loader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 ETC = os.path.join(ROOT, 'etc')
+PLAYBOOK = os.path.join(ETC, 'ansible', 'inspect-hosts.yml')
 
 
 class TestExamples(base.BaseTestCase):
@@ -57,3 +61,34 @@ class TestExamples(base.BaseTestCase):
              os.path.join(ETC, 'ansible', 'inspect-hosts.yml')],
             capture_output=True, text=True, timeout=120)
         self.assertEqual(0, result.returncode, result.stdout + result.stderr)
+
+
+class TestPlaybookText(base.BaseTestCase):
+    """The playbook's header documents what it reads; its options exist.
+
+    The playbook itself runs in ansible_tests/ (slower, its own suite).
+    """
+
+    def setUp(self):
+        super().setUp()
+        with open(PLAYBOOK) as f:
+            self.text = f.read()
+        self.body = self.text.partition('\n- name:')[2]
+
+    def test_every_variable_with_a_default_is_documented(self):
+        read = {name for name in re.findall(r'([\w.]+) \| default\(',
+                                            self.body) if '.' not in name}
+        documented = set(re.findall(r'^#   (\w+)(?: {2,}|$)', self.text,
+                                    re.MULTILINE))
+        self.assertEqual(documented, read)
+        self.assertIn('nvlink_fm_library', read)
+
+    def test_options_passed_exist_in_the_inspector(self):
+        parser = options.add_arguments(argparse.ArgumentParser())
+        known = set(parser._option_string_actions)
+        inspect = self.body.split('name: Inspect the host', 1)[1].split(
+            '- name:', 1)[0]
+        passed = set(re.findall(r"'(--[a-z-]+)'|\"(--[a-z-]+)\"", inspect))
+        passed = {a or b for a, b in passed}
+        self.assertEqual(set(), passed - known)
+        self.assertEqual(14, len(passed))

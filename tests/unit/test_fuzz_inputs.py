@@ -30,8 +30,8 @@ import fixtures
 from oslotest import base
 import yaml
 
-from nvlink_placement.discovery import fabric_manager
 from nvlink_placement.discovery import files
+from nvlink_placement.discovery import fm_partitions
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import nvidia_smi
 from nvlink_placement.discovery import topo_matrix
@@ -219,7 +219,7 @@ class TestFuzzLoaders(base.BaseTestCase):
                       lambda path, parse=parse: parse(
                           files.read_text(path, 'capture'), path))
         self.fuzz('fmpm.json', helpers.fmpm_json(helpers.H100_TABLE).encode(),
-                  fabric_manager.read_fmpm_json)
+                  fm_partitions.read_fmpm_json)
 
     def test_snapshots(self):
         for name in ('hgx-h100-snapshot.json', 'direct-nvlink-snapshot.json'):

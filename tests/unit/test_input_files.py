@@ -211,6 +211,8 @@ class TestCounts(FilesTest):
             (1, 'compute-01\ncompute-02\n',
              'flavor verify: Nova 34 query, owner filter on (default Nova '
              '34)\n'
+             'long.8x: 0 candidates, 0 distinct GPU sets, 0 duplicates; '
+             'reached 0 of 0 hosts with a free domain\n'
              'long.8x: Placement refused the query: GET %s... failed with '
              'HTTP 400 (placement.query.bad_value): Resourceless suffixed '
              'group request should be specified in `same_subtree` query '

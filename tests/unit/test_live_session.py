@@ -1,6 +1,6 @@
 """What the live commands change in the HTTP session, and when.
 
-``common._requests_environment`` decides whether requests' ``trust_env``
+``live._requests_environment`` decides whether requests' ``trust_env``
 may be turned off without changing anything but its cost; the
 keystoneauth logger is quieted only when no log handler shows DEBUG.
 """
@@ -11,7 +11,7 @@ import os
 import fixtures
 from oslotest import base
 
-from nvlink_placement.osc import common
+from nvlink_placement.osc import live
 
 PROXY_VARIABLES = ('http_proxy', 'https_proxy', 'all_proxy', 'no_proxy',
                    'ftp_proxy')
@@ -29,18 +29,18 @@ class TestRequestsEnvironment(base.BaseTestCase):
             self.useFixture(fixtures.EnvironmentVariable(name))
 
     def test_nothing_to_find(self):
-        self.assertEqual([], common._requests_environment())
+        self.assertEqual([], live._requests_environment())
 
     def test_what_requests_would_read(self):
         self.useFixture(fixtures.EnvironmentVariable(
             'HTTPS_PROXY', 'http://proxy.example:3128'))
-        self.assertEqual(['https'], common._requests_environment())
+        self.assertEqual(['https'], live._requests_environment())
         self.useFixture(fixtures.EnvironmentVariable(
             'REQUESTS_CA_BUNDLE', '/etc/ssl/ca.pem'))
         with open(os.path.join(self.home, '.netrc'), 'w') as f:
             f.write('machine placement login u password p\n')
         self.assertEqual(['https', 'REQUESTS_CA_BUNDLE', '.netrc'],
-                         common._requests_environment())
+                         live._requests_environment())
 
 
 class TestQuietHttpDebug(base.BaseTestCase):
@@ -63,12 +63,12 @@ class TestQuietHttpDebug(base.BaseTestCase):
 
     def test_no_handler_shows_debug(self):
         self.handlers(logging.WARNING, logging.INFO)
-        common._quiet_http_debug()
+        live._quiet_http_debug()
         self.assertEqual(logging.INFO, logging.getLogger(
             'keystoneauth.session').getEffectiveLevel())
 
     def test_debug_shown_keeps_everything(self):
         self.handlers(logging.WARNING, logging.DEBUG)
-        common._quiet_http_debug()
+        live._quiet_http_debug()
         self.assertEqual(logging.NOTSET,
                          logging.getLogger('keystoneauth').level)

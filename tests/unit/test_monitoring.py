@@ -1,5 +1,6 @@
 """Pure parts of monitoring: host-name hints, repair texts, metrics."""
 
+import collections
 import os
 
 import fixtures
@@ -126,13 +127,17 @@ class TestMetrics(base.BaseTestCase):
                                ('kind', 'wrong-parent'))])
         self.assertEqual(1, m[('nvlink_placement_host_drift',
                                ('host', 'we"ird\\'), ('kind', 'unknown-gpu'))])
-        self.assertEqual(8, len([k for k in m
+        self.assertEqual(9, len([k for k in m
                                  if k[0] == 'nvlink_placement_drift']))
         self.assertEqual(1700000000.25, metrics.last_success(text))
+        described = collections.Counter()
         for line in text.splitlines():
             if line.startswith('# HELP ') or line.startswith('# TYPE '):
                 self.assertTrue(line.split()[2].startswith(
                     'nvlink_placement_'), line)
+                described[line.split()[2]] += 1
+        # A HELP and a TYPE line for every metric with samples.
+        self.assertEqual({k[0]: 2 for k in m}, dict(described))
 
     def test_failure_without_plan(self):
         text = metrics.render(False, 0.25)

@@ -49,7 +49,11 @@ class TestFromTopology(base.BaseTestCase):
                                'max_unit': 1, 'step_size': 1,
                                'allocation_ratio': 1.0}},
                          gpu['inventories'])
-        self.assertEqual(['COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA'],
+        # Module 1: member 0 of its pair, its quad and the board.
+        self.assertEqual(['COMPUTE_MANAGED_PCI_DEVICE',
+                          'CUSTOM_PCI_GROUP2_MEMBER0',
+                          'CUSTOM_PCI_GROUP4_MEMBER0',
+                          'CUSTOM_PCI_GROUP8_MEMBER0', 'OWNER_NOVA'],
                          gpu['traits'])
         # Reproducible: the same input gives the same document.
         self.assertEqual(document, nova_tree.from_topology(

@@ -12,13 +12,13 @@ import os
 
 from oslotest import base
 
-from nvlink_placement.osc import common
+from nvlink_placement.osc import live
 from tests.functional import cli
 
 ETC = os.path.join(os.path.dirname(__file__), '..', '..', 'etc')
 TOPOLOGY = os.path.join(ETC, 'examples', 'hgx-h100.yaml')
 # Every command with --retry-window, --request-timeout and --timeout
-# (nvlink_placement.osc.common.add_retry_arguments), with what it needs.
+# (nvlink_placement.osc.live.add_retry_arguments), with what it needs.
 WITH_TIMEOUTS = [
     ('check', '--topology', TOPOLOGY),
     ('reshape', '--topology', TOPOLOGY),
@@ -48,7 +48,7 @@ class TestTimeOptions(base.BaseTestCase):
         for value in BAD:
             self.assertEqual('%s %s' % (shown.get(value, repr(value)), RANGE),
                              str(self.assertRaises(
-                                 argparse.ArgumentTypeError, common._seconds,
+                                 argparse.ArgumentTypeError, live._seconds,
                                  value)))
 
     def test_every_command_and_option(self):

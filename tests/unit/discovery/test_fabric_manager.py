@@ -4,8 +4,9 @@ import json
 import fixtures
 from oslotest import base
 
-from nvlink_placement.discovery import fabric_manager as fm
+from nvlink_placement.discovery import fm_partitions as fmp
 from nvlink_placement import errors
+from nvlink_placement.fabric import client as fm
 from tests.unit.discovery import helpers
 
 HOST = list(helpers.BOARD2)
@@ -64,8 +65,8 @@ class TestAbi(base.BaseTestCase):
 class TestFmpmJson(base.BaseTestCase):
 
     def test_jsoncpp_output(self):
-        report = fm.parse_fmpm_json(helpers.fmpm_json(helpers.H100_TABLE),
-                                    'fmpm.json')
+        report = fmp.parse_fmpm_json(helpers.fmpm_json(helpers.H100_TABLE),
+                                     'fmpm.json')
         self.assertEqual(list(range(15)), [p.id for p in report.partitions])
         self.assertEqual(
             fm.Partition(3, False, (fm.PartitionGpu(1, None, 18, 18),
@@ -79,7 +80,7 @@ class TestFmpmJson(base.BaseTestCase):
                 {'pciBusId': '00000000:07:00.0', 'physicalId': 9},
                 {'physicalId': 10, 'pciBusId': '00000000:0F:00.0'}],
              'isActive': 1}]})
-        report = fm.parse_fmpm_json(text, 'f')
+        report = fmp.parse_fmpm_json(text, 'f')
         self.assertEqual([fm.Partition(4, True, (
             fm.PartitionGpu(9, '0000:07:00.0', None, None),
             fm.PartitionGpu(10, '0000:0f:00.0', None, None)))],
@@ -102,12 +103,12 @@ class TestFmpmJson(base.BaseTestCase):
                  'f: partitionInfo[0]: numGpus is 2 but gpuInfo lists 0'),
                 ({'numPartitions': 1, 'partitionInfo': []},
                  'f: numPartitions is 1 but partitionInfo lists 0')):
-            exc = self.assertRaises(errors.NvlinkError, fm.parse_fmpm_json,
+            exc = self.assertRaises(errors.NvlinkError, fmp.parse_fmpm_json,
                                     json.dumps(document), 'f')
             self.assertEqual(message, str(exc))
 
     def test_invalid_json(self):
-        exc = self.assertRaises(errors.NvlinkError, fm.parse_fmpm_json,
+        exc = self.assertRaises(errors.NvlinkError, fmp.parse_fmpm_json,
                                 '{\n   "partitionInfo" : [\n', 'f')
         self.assertEqual('f: line 3 column 1: invalid JSON: Expecting value',
                          str(exc))
@@ -116,11 +117,11 @@ class TestFmpmJson(base.BaseTestCase):
 class TestFmView(base.BaseTestCase):
 
     def _report(self, table, **kwargs):
-        return fm.parse_fmpm_json(helpers.fmpm_json(table, **kwargs), 'fmpm')
+        return fmp.parse_fmpm_json(helpers.fmpm_json(table, **kwargs), 'fmpm')
 
     def test_h100_diagonal_pairs_by_module_id(self):
-        view = fm.fm_view(self._report(helpers.H100_TABLE), HOST,
-                          helpers.BOARD2)
+        view = fmp.fm_view(self._report(helpers.H100_TABLE), HOST,
+                           helpers.BOARD2)
         self.assertEqual([helpers.modules(1, 2, 3, 4),
                           helpers.modules(5, 6, 7, 8),
                           ('0000:3a:00.0', '0000:5d:00.0'),
@@ -132,8 +133,8 @@ class TestFmView(base.BaseTestCase):
         self.assertEqual({}, view.degraded)
 
     def test_b200_adjacent_pairs(self):
-        view = fm.fm_view(self._report(helpers.B200_TABLE), HOST,
-                          helpers.BOARD2)
+        view = fmp.fm_view(self._report(helpers.B200_TABLE), HOST,
+                           helpers.BOARD2)
         self.assertEqual([helpers.modules(1, 2), helpers.modules(3, 4),
                           helpers.modules(5, 6), helpers.modules(7, 8)],
                          view.groups[2:])
@@ -142,7 +143,7 @@ class TestFmView(base.BaseTestCase):
     def test_crossing_partitions_dropped_in_id_order(self):
         table = [(0, range(1, 9)), (1, range(1, 5)), (2, range(3, 7)),
                  (3, range(5, 9)), (4, (1, 2))]
-        view = fm.fm_view(self._report(table), HOST, helpers.BOARD2)
+        view = fmp.fm_view(self._report(table), HOST, helpers.BOARD2)
         self.assertEqual([2], view.dropped)
         self.assertEqual([1, 3, 4], view.group_ids)
 
@@ -151,17 +152,17 @@ class TestFmView(base.BaseTestCase):
         table = [(1, range(9, 17)), (7, range(9, 13)), (11, (9, 10))]
         ids = {9 + i: '00000000:%02X:00.0' % int(a[5:7], 16)
                for i, a in enumerate(HOST)}
-        view = fm.fm_view(self._report(table, pci_bus_ids=ids), HOST, {})
+        view = fmp.fm_view(self._report(table, pci_bus_ids=ids), HOST, {})
         self.assertEqual([tuple(HOST[:4]), tuple(HOST[:2])], view.groups)
 
     def test_degraded_nvlinks(self):
-        view = fm.fm_view(self._report(helpers.H100_TABLE, links={6: 16}),
-                          HOST, helpers.BOARD2)
+        view = fmp.fm_view(self._report(helpers.H100_TABLE, links={6: 16}),
+                           HOST, helpers.BOARD2)
         self.assertEqual({'0000:9a:00.0': ['16 of 18 NVLinks available '
                                            '(fmpm)']}, view.degraded)
 
     def test_module_ids_missing(self):
-        exc = self.assertRaises(errors.NvlinkError, fm.fm_view,
+        exc = self.assertRaises(errors.NvlinkError, fmp.fm_view,
                                 self._report(helpers.H100_TABLE), HOST, {})
         self.assertEqual('fmpm: partition 0 lists physical id 1, but no GPU '
                          'of this host has that module id (known: none; give '
@@ -169,7 +170,7 @@ class TestFmView(base.BaseTestCase):
 
     def test_module_ids_repeat(self):
         ids = dict.fromkeys(HOST, 1)
-        exc = self.assertRaises(errors.NvlinkError, fm.fm_view,
+        exc = self.assertRaises(errors.NvlinkError, fmp.fm_view,
                                 self._report(helpers.H100_TABLE), HOST, ids)
         self.assertIn('Fabric Manager partitions (fmpm) need unique module '
                       'ids, but module id 1 is reported for 0000:18:00.0, '
@@ -178,7 +179,7 @@ class TestFmView(base.BaseTestCase):
     def test_gpu_not_on_host(self):
         table = [(1, (1, 2))]
         exc = self.assertRaises(
-            errors.NvlinkError, fm.fm_view,
+            errors.NvlinkError, fmp.fm_view,
             self._report(table, pci_bus_ids={1: '00000000:17:00.0',
                                              2: '00000000:18:00.0'}),
             HOST, {})
@@ -210,7 +211,7 @@ class TestClientAgainstFakeLibrary(base.BaseTestCase):
     def test_h100_table_gives_diagonal_groups(self):
         report = fm.FmReport('fm', self._partitions())
         self.assertEqual(list(range(15)), [p.id for p in report.partitions])
-        view = fm.fm_view(report, HOST, helpers.BOARD2)
+        view = fmp.fm_view(report, HOST, helpers.BOARD2)
         self.assertEqual(sorted(helpers.H100_GROUPS), sorted(view.groups))
         self.assertEqual((33554704, b'127.0.0.1:6666', 5000, 0, 1),
                          self._last_connect())
@@ -222,8 +223,8 @@ class TestClientAgainstFakeLibrary(base.BaseTestCase):
         self.assertEqual(list(range(1, 16)), [p.id for p in partitions])
         self.assertEqual(fm.PartitionGpu(7, None, 18, 18),
                          partitions[6].gpus[0])
-        view = fm.fm_view(fm.FmReport('fm', partitions), HOST,
-                          helpers.BOARD2)
+        view = fmp.fm_view(fm.FmReport('fm', partitions), HOST,
+                           helpers.BOARD2)
         self.assertEqual(
             sorted([helpers.modules(1, 2, 3, 4), helpers.modules(5, 6, 7, 8),
                     helpers.modules(1, 2), helpers.modules(3, 4),
@@ -291,7 +292,7 @@ class TestClientAgainstFakeLibrary(base.BaseTestCase):
 
     def test_client_maps_version_mismatch(self):
         self.useFixture(fixtures.MonkeyPatch(
-            'nvlink_placement.discovery.fabric_manager.'
+            'nvlink_placement.fabric.client.'
             'PARTITION_LIST_VERSION', 131852 | 2 << 24))
         exc = self.assertRaises(fm.FabricManagerError, self._partitions)
         self.assertEqual('fmGetSupportedFabricPartitions', exc.call)

@@ -145,7 +145,7 @@ class TestFabricManagerSources(HostInspectTest):
     def test_fm_asked_by_default_when_libnvfm_loads(self):
         library = helpers.build_fake_nvfm(self)
         self.useFixture(fixtures.MonkeyPatch(
-            'nvlink_placement.discovery.fabric_manager.LIBRARY_NAMES',
+            'nvlink_placement.fabric.client.LIBRARY_NAMES',
             (library,)))
         host = self.inspect('--mapping', self.mapping(), '--no-nvidia-smi')
         self.assertEqual([{'members': g, 'source': 'fm'} for g in GROUPS],
@@ -162,7 +162,7 @@ class TestFabricManagerSources(HostInspectTest):
 
     def test_no_libnvfm_means_no_fm(self):
         self.useFixture(fixtures.MonkeyPatch(
-            'nvlink_placement.discovery.fabric_manager.LIBRARY_NAMES',
+            'nvlink_placement.fabric.client.LIBRARY_NAMES',
             (os.path.join(self.tmp, 'libnvfm.so.1'),)))
         host = self.inspect('--mapping', self.mapping(), '--no-nvidia-smi')
         self.assertNotIn('groups', host)
@@ -723,7 +723,7 @@ class TestHostSideImports(base.BaseTestCase):
             import nvlink_placement.cmd.host_inspect
             import nvlink_placement.discovery.inspect
             ours = ('nvlink_placement.cmd.', 'nvlink_placement.discovery.',
-                    'nvlink_placement.hook')
+                    'nvlink_placement.fabric')
             allowed = {'nvlink_placement', 'nvlink_placement.errors',
                        'nvlink_placement.documents',
                        'nvlink_placement.topology',

@@ -24,20 +24,35 @@ class TestGenerate(base.BaseTestCase):
              'extra_specs': {
                  'pci_passthrough:alias': 'h100:2:_h100',
                  'trait_nvl2:CUSTOM_PCI_GROUP2': 'required',
+                 'trait_h100-0:CUSTOM_PCI_GROUP2_MEMBER0': 'required',
+                 'trait_h100-1:CUSTOM_PCI_GROUP2_MEMBER1': 'required',
                  'placement:same_subtree': '_h100-0,_h100-1,_nvl2',
                  'placement:group_policy': 'none'}},
             {'name': 'gpu.h100.4x', 'vcpus': 64, 'ram': 524288,
              'disk': 100,
-             'extra_specs': {
-                 'pci_passthrough:alias': 'h100:4:_h100',
-                 'trait_nvl4:CUSTOM_PCI_GROUP4': 'required',
-                 'placement:same_subtree':
-                     '_h100-0,_h100-1,_h100-2,_h100-3,_nvl4',
-                 'placement:group_policy': 'none'}},
+             'extra_specs': dict(
+                 {'pci_passthrough:alias': 'h100:4:_h100',
+                  'trait_nvl4:CUSTOM_PCI_GROUP4': 'required'},
+                 **{'trait_h100-%d:CUSTOM_PCI_GROUP4_MEMBER%d' % (i, i):
+                    'required' for i in range(4)},
+                 **{'placement:same_subtree':
+                    '_h100-0,_h100-1,_h100-2,_h100-3,_nvl4',
+                    'placement:group_policy': 'none'})},
             {'name': 'gpu.h100.8x', 'vcpus': 128, 'ram': 1048576,
              'disk': 100,
-             'extra_specs': {'pci_passthrough:alias': 'h100:8'}},
+             'extra_specs': dict(
+                 {'pci_passthrough:alias': 'h100:8:_h100'},
+                 **{'trait_h100-%d:CUSTOM_PCI_GROUP8_MEMBER%d' % (i, i):
+                    'required' for i in range(8)},
+                 **{'placement:group_policy': 'none'})},
         ], [f.as_dict() for f in result.flavors])
+        # The display order: alias, domain group, members, subtree, policy.
+        self.assertEqual(
+            ['pci_passthrough:alias', 'trait_nvl2:CUSTOM_PCI_GROUP2',
+             'trait_h100-0:CUSTOM_PCI_GROUP2_MEMBER0',
+             'trait_h100-1:CUSTOM_PCI_GROUP2_MEMBER1',
+             'placement:same_subtree', 'placement:group_policy'],
+            list(result.flavors[1].extra_specs))
         self.assertEqual([generate.SINGLE, generate.DOMAIN, generate.DOMAIN,
                           generate.WHOLE_HOST],
                          [f.kind for f in result.flavors])
@@ -52,6 +67,8 @@ class TestGenerate(base.BaseTestCase):
             'extra_specs': {
                 'pci_passthrough:alias': 'gpu-a:2:_gpu-a',
                 'trait_nvl2:CUSTOM_NVL2': 'required',
+                'trait_gpu-a-0:CUSTOM_NVL2_MEMBER0': 'required',
+                'trait_gpu-a-1:CUSTOM_NVL2_MEMBER1': 'required',
                 'placement:same_subtree': '_gpu-a-0,_gpu-a-1,_nvl2',
                 'placement:group_policy': 'none'}}],
             [f.as_dict() for f in result.flavors])
@@ -117,10 +134,15 @@ class TestGenerate(base.BaseTestCase):
                                 H100, long_alias, sizes=[2])
         self.assertIn("request group suffix '_%s-1' is not a valid "
                       "Placement suffix" % long_alias, str(exc))
-        # Whole-host and 1-GPU flavors name no group: any alias works.
-        self.assertEqual(['%s:8' % long_alias], [
+        # The mosk whole-host flavor names its groups too; 1-GPU flavors
+        # and the upstream whole-host flavor name none: any alias works.
+        exc = self.assertRaises(errors.NvlinkError, generate.generate,
+                                H100, long_alias, sizes=[8])
+        self.assertIn("'_%s-7'" % long_alias, str(exc))
+        self.assertEqual(['%s:1' % long_alias, '%s:8' % long_alias], [
             f.extra_specs['pci_passthrough:alias'] for f in
-            generate.generate(H100, long_alias, sizes=[8]).flavors])
+            generate.generate(H100, long_alias, sizes=[1, 8],
+                              dialect=generate.UPSTREAM).flavors])
 
     def test_name_template(self):
         exc = self.assertRaises(errors.NvlinkError, generate.generate,

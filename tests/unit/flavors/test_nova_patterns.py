@@ -49,14 +49,21 @@ H100 = helpers.hosts(**{'compute-01': helpers.h100_host()})
 class TestNovaPatterns(base.BaseTestCase):
 
     def test_trait_keys(self):
+        seen = set()
         for flavor in generate.generate(H100, 'h100').flavors:
             for key, value in flavor.extra_specs.items():
                 if key.startswith('trait'):
                     match = re.fullmatch(TRAIT_RE, key)
                     self.assertIsNotNone(match, key)
-                    self.assertEqual('_nvl%d' % flavor.size,
-                                     match.group('group'))
+                    self.assertIn(match.group('group'), {
+                        '_nvl%d' % flavor.size} | {
+                        '_h100-%d' % i for i in range(flavor.size)})
                     self.assertIn(value, TRAIT_VALUES)
+                    seen.add(match.group('group'))
+        # Every GPU group of the 2-, 4- and 8-GPU flavors has its member
+        # trait, the domain flavors their resourceless group.
+        self.assertEqual({'_nvl2', '_nvl4'} | {
+            '_h100-%d' % i for i in range(8)}, seen)
 
     def test_upstream_alias_values(self):
         values = [f.extra_specs['pci_passthrough:alias'] for f in
@@ -82,7 +89,11 @@ class TestNovaPatterns(base.BaseTestCase):
                 self.assertIsNotNone(re.fullmatch(RESOURCES_RE, key), key)
 
     def test_group_policy_values(self):
+        sizes = []
         for flavor in generate.generate(H100, 'h100').flavors:
             policy = flavor.extra_specs.get(generate.POLICY_KEY)
             if policy is not None:
                 self.assertIn(policy, GROUP_POLICY_VALUES)
+                sizes.append(flavor.size)
+        # Every flavor with more than one request group has one.
+        self.assertEqual([2, 4], sizes)

@@ -1,9 +1,13 @@
 """nova-config: PCI, scheduler, wide-tree and NUMA settings."""
 
+import json
+
 from oslotest import base
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import novaconfig
+from nvlink_placement.topology import members
 from tests.unit.flavors import helpers
 
 
@@ -47,12 +51,34 @@ class TestSettings(base.BaseTestCase):
             ('placement-api', 'workarounds',
              'optimize_for_wide_provider_trees', 'True'),
         ], rows(novaconfig.settings(hosts, 'h100', vendor_id='10DE',
-                                    product_id='2330')))
+                                    product_id='2330',
+                                    dialect=generate.UPSTREAM)))
+        # The mosk dialect: one device_spec per GPU with its member traits
+        # first, allow_pci_traits_in_flavor, no wide-tree settings.
+        mosk = rows(novaconfig.settings(hosts, 'h100', vendor_id='10de',
+                                        product_id='2330'))
+        host = hosts[0]
+        traits = members.traits(host, 'CUSTOM_PCI_GROUP')
+        self.assertEqual([
+            ('nova-compute (compute-01)', 'pci', 'device_spec', json.dumps(
+                {'vendor_id': '10de', 'product_id': '2330',
+                 'address': address, 'traits': ','.join(traits[address])}))
+            for address in sorted(traits)], mosk[:8])
+        self.assertEqual(8, len({r[3] for r in mosk[:8]}))
+        self.assertEqual(('nova-compute', 'pci', 'device_spec',
+                          '{"vendor_id": "10de", "product_id": "2330"}'),
+                         mosk[8])
+        self.assertIn(('nova-api, nova-scheduler, nova-conductor',
+                       'filter_scheduler', 'allow_pci_traits_in_flavor',
+                       'True'), mosk)
+        self.assertEqual([], [r for r in mosk
+                              if r[0] == novaconfig.PLACEMENT])
 
     def test_wide_tree_reason_has_the_numbers(self):
         hosts = helpers.hosts(**{'compute-01': helpers.h100_host()})
         settings = novaconfig.settings(hosts, 'h100', sizes=[8],
-                                       vendor_id='10de', product_id='2330')
+                                       vendor_id='10de', product_id='2330',
+                                       dialect=generate.UPSTREAM)
         self.assertEqual(
             'host(s) compute-01 have 8 or more GPUs of one class and '
             'flavors ask up to 8: N separate GPU groups make Placement '
@@ -83,7 +109,14 @@ class TestSettings(base.BaseTestCase):
              '"10de", "product_id": "2330", "resource_class": '
              '"CUSTOM_H100_SXM"}'],
             [s.value for s in settings
-             if s.option in ('device_spec', 'alias')])
+             if s.option in ('device_spec', 'alias') and
+             'address' not in s.value])
+        # The per-GPU entries carry the class too.
+        per_gpu = [json.loads(s.value) for s in settings
+                   if s.option == 'device_spec' and 'address' in s.value]
+        self.assertEqual(8, len(per_gpu))
+        self.assertEqual({'CUSTOM_H100_SXM'},
+                         {e['resource_class'] for e in per_gpu})
         settings = novaconfig.settings(hosts, 'h100', sizes=[2],
                                        resource_class='CUSTOM_X')
         self.assertIn('"resource_class": "CUSTOM_X"', settings[0].value)

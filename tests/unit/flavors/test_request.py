@@ -33,8 +33,8 @@ class TestBuild(base.BaseTestCase):
         self.assertEqual((
             ('group_policy', 'none'),
             ('limit', 1000),
-            ('required_h100-0', 'OWNER_NOVA'),
-            ('required_h100-1', 'OWNER_NOVA'),
+            ('required_h100-0', 'CUSTOM_PCI_GROUP2_MEMBER0,OWNER_NOVA'),
+            ('required_h100-1', 'CUSTOM_PCI_GROUP2_MEMBER1,OWNER_NOVA'),
             ('required_nvl2', 'CUSTOM_PCI_GROUP2'),
             ('resources', 'DISK_GB:100,MEMORY_MB:262144,VCPU:32'),
             ('resources_h100-0', RC + ':1'),
@@ -46,7 +46,8 @@ class TestBuild(base.BaseTestCase):
         self.assertEqual(release.NovaQuery(), query.nova)
         self.assertEqual(
             'group_policy=none&limit=1000'
-            '&required_h100-0=OWNER_NOVA&required_h100-1=OWNER_NOVA'
+            '&required_h100-0=CUSTOM_PCI_GROUP2_MEMBER0,OWNER_NOVA'
+            '&required_h100-1=CUSTOM_PCI_GROUP2_MEMBER1,OWNER_NOVA'
             '&required_nvl2=CUSTOM_PCI_GROUP2'
             '&resources=DISK_GB:100,MEMORY_MB:262144,VCPU:32'
             '&resources_h100-0=CUSTOM_PCI_10DE_2330:1'
@@ -55,7 +56,8 @@ class TestBuild(base.BaseTestCase):
             '&same_subtree=_h100-0,_h100-1,_nvl2', query.display)
         self.assertEqual(
             '/allocation_candidates?group_policy=none&limit=1000'
-            '&required_h100-0=OWNER_NOVA&required_h100-1=OWNER_NOVA'
+            '&required_h100-0=CUSTOM_PCI_GROUP2_MEMBER0%2COWNER_NOVA'
+            '&required_h100-1=CUSTOM_PCI_GROUP2_MEMBER1%2COWNER_NOVA'
             '&required_nvl2=CUSTOM_PCI_GROUP2'
             '&resources=DISK_GB%3A100%2CMEMORY_MB%3A262144%2CVCPU%3A32'
             '&resources_h100-0=CUSTOM_PCI_10DE_2330%3A1'
@@ -69,9 +71,10 @@ class TestBuild(base.BaseTestCase):
         for nova in (release.choose(33), release.choose(34, release.OFF)):
             params = request.build(flavor(2), ALIASES, nova=nova).params
             self.assertEqual(
-                ('!COMPUTE_STATUS_DISABLED', False, False),
+                ('!COMPUTE_STATUS_DISABLED', 'CUSTOM_PCI_GROUP2_MEMBER0',
+                 False),
                 (dict(params)['root_required'],
-                 'required_h100-0' in dict(params),
+                 dict(params).get('required_h100-0'),
                  'required' in dict(params)), nova)
 
     def test_same_subtree_sorted_as_nova_sorts_it(self):
@@ -131,8 +134,31 @@ class TestBuild(base.BaseTestCase):
     def test_alias_traits(self):
         aliases = {'h100': request.Alias('h100', RC, ('CUSTOM_NVL',))}
         params = dict(request.build(flavor(2), aliases).params)
-        self.assertEqual('CUSTOM_NVL,OWNER_NOVA', params['required_h100-0'])
-        self.assertEqual('CUSTOM_NVL,OWNER_NOVA', params['required_h100-1'])
+        self.assertEqual('CUSTOM_NVL,CUSTOM_PCI_GROUP2_MEMBER0,OWNER_NOVA',
+                         params['required_h100-0'])
+        self.assertEqual('CUSTOM_NVL,CUSTOM_PCI_GROUP2_MEMBER1,OWNER_NOVA',
+                         params['required_h100-1'])
+
+    def test_member_traits_join_the_named_gpu_groups(self):
+        # allow_pci_traits_in_flavor: trait_h100-<i> joins group _h100-<i>.
+        params = dict(request.build(flavor(4), ALIASES).params)
+        self.assertEqual(['CUSTOM_PCI_GROUP4_MEMBER%d,OWNER_NOVA' % i
+                          for i in range(4)],
+                         [params['required_h100-%d' % i] for i in range(4)])
+        self.assertNotIn('required_h100-4', params)
+        # Without the option Nova would make a second group of that name.
+        nova = release.NovaQuery(pci_traits_in_flavor=False)
+        exc = self.assertRaises(errors.NvlinkError, request.build,
+                                flavor(2), ALIASES, nova=nova)
+        self.assertIn("request group '_h100-0' is named by the alias and by "
+                      "another extra spec (traits join a named PCI group "
+                      "only with [filter_scheduler] "
+                      "allow_pci_traits_in_flavor)", str(exc))
+        # A flavor group that asks resources never joins.
+        exc = self.assertRaises(errors.NvlinkError, request.build, flavor(
+            2, **{'resources_h100-0:VCPU': '1'}), ALIASES)
+        self.assertIn("request group '_h100-0' is named by the alias and "
+                      "by another extra spec", str(exc))
 
     def test_refusals(self):
         cases = [

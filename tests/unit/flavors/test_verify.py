@@ -76,10 +76,12 @@ class TestCheck(base.BaseTestCase):
             'not one NVLink domain of 2: 0000:19:00.0 in '
             'compute-01_nvlink-group-of-2-b; 0000:4c:00.0 in '
             'compute-01_nvlink-group-of-2-a')}, host.invalid)
+        # Three candidates, two distinct sets: one duplicate.
         self.assertEqual([(
-            'gpu.h100.2x', 'compute-01', 3, 1, 1, 0,
-            'group_policy=none&limit=1000&required_h100-0=OWNER_NOVA'
-            '&required_h100-1=OWNER_NOVA'
+            'gpu.h100.2x', 'compute-01', 3, 1, 1, 0, 2, 1,
+            'group_policy=none&limit=1000'
+            '&required_h100-0=CUSTOM_PCI_GROUP2_MEMBER0,OWNER_NOVA'
+            '&required_h100-1=CUSTOM_PCI_GROUP2_MEMBER1,OWNER_NOVA'
             '&required_nvl2=CUSTOM_PCI_GROUP2&resources=DISK_GB:100,'
             'MEMORY_MB:262144,VCPU:32&resources_h100-0='
             'CUSTOM_PCI_10DE_2330:1&resources_h100-1=CUSTOM_PCI_10DE_2330:1'
@@ -161,11 +163,41 @@ class TestCheck(base.BaseTestCase):
         self.assertTrue(result.ok)
         self.assertEqual({}, result.hosts[0].missing)
         self.assertEqual(
-            ['gpu.h100.2x: the answer holds limit=1 candidates and may be '
-             'cut short (separate GPU groups over identical GPUs enumerate '
-             'their permutations): hosts past the cut show fewer sets, and '
-             'free domains no candidate offers are not checked'],
+            ['gpu.h100.2x: the answer holds limit=1 candidates and is cut '
+             'short: it reached 1 of the 1 hosts with a free 2-GPU domain, '
+             'so Nova chooses among those alone; free domains no candidate '
+             'offers are not checked'], result.warnings)
+        self.assertEqual('gpu.h100.2x: 1 candidates, 1 distinct GPU sets, '
+                         '0 duplicates; reached 1 of 1 hosts with a free '
+                         'domain', result.summary())
+
+    def test_cut_before_every_host_is_reached(self):
+        # Two candidates of one host fill limit=2; the other host with a
+        # free pair is never reached.
+        hosts = helpers.hosts(**{'compute-01': helpers.h100_host(),
+                                 'compute-02': helpers.h100_host()})
+        found = providers()
+        found['cn2'] = ('compute-02', 'cn2')
+        for address, module in helpers.H100_MAP.items():
+            found['h-%d' % module] = ('compute-02_' + address.upper(), 'cn2')
+        free = {u for u in found if u.startswith(('gpu-', 'h-'))}
+        body = {'allocation_requests': [
+            candidate(gpu_uuid(1), gpu_uuid(3)),
+            candidate(gpu_uuid(3), gpu_uuid(1))], 'provider_summaries': {
+            u: {'resources': {RC: {'capacity': 1, 'used': 0}}}
+            for u in free}}
+        result = verify.check(pair_request(2), hosts, body, found, free,
+                              None)
+        self.assertEqual(
+            ['gpu.h100.2x: the answer holds limit=2 candidates and is cut '
+             'short: it reached 1 of the 2 hosts with a free 2-GPU domain, '
+             'so Nova chooses among those alone (1 duplicates: flavors '
+             'without member traits enumerate permutations of the same '
+             'GPUs); free domains no candidate offers are not checked'],
             result.warnings)
+        self.assertEqual([(2, 1, 1), (0, 0, 0)],
+                         [(h.candidates, h.distinct, h.duplicates)
+                          for h in result.hosts])
 
     def test_host_missing_in_placement(self):
         body = {'allocation_requests': [], 'provider_summaries': {}}

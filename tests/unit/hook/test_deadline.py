@@ -7,7 +7,7 @@ import time
 from oslotest import base
 
 from nvlink_placement import errors
-from nvlink_placement.hook import deadline
+from nvlink_placement.fabric import deadline
 
 
 def steps_then(result):

@@ -294,7 +294,10 @@ class TestOneBound(ScriptTest):
             proc.stderr.close()
         for code, took, out, err in results:
             self.assertEqual((1, ''), (code, out), err)
-            self.assertLess(took, 5.5, results)
+            # Serialized, the third would end after 9 s; the bound tells the
+            # two apart with room for a loaded machine (6.4 s seen at load
+            # 16 on 2 cores).
+            self.assertLess(took, 8, results)
             self.assertEqual(1, err.count('\n'), err)
             self.assertTrue(err.startswith(REFUSED), err)
             self.assertIn('fm_deadline', err)

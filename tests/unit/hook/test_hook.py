@@ -20,7 +20,7 @@ import fixtures
 from oslotest import base
 
 from nvlink_placement.cmd import partition_hook
-from nvlink_placement.discovery import fabric_manager as fm
+from nvlink_placement.fabric import client as fm
 from nvlink_placement.hook import activation
 from nvlink_placement.hook import config
 from nvlink_placement.hook import domain

@@ -15,9 +15,9 @@ from oslotest import base
 import yaml
 
 from nvlink_placement.cmd import host_inspect
-from nvlink_placement.discovery import fabric_manager as fm
 from nvlink_placement import errors
-from nvlink_placement.osc import common
+from nvlink_placement.fabric import client as fm
+from nvlink_placement.osc import display
 from nvlink_placement.osc import host as osc_host
 from tests.unit.discovery import helpers
 
@@ -73,12 +73,12 @@ class TestHostPartitions(PartitionsTest):
             rows)
 
     def test_table_keeps_ids_and_addresses_aligned(self):
-        column = common.InOrder([M[1], M[2], 'unknown'])
+        column = display.InOrder([M[1], M[2], 'unknown'])
         # osc_lib's ListColumn would sort them.
         self.assertEqual('0000:3a:00.0, 0000:18:00.0, unknown',
                          column.human_readable())
-        self.assertEqual('3, 1', common.InOrder([3, 1]).human_readable())
-        self.assertEqual([3, 1], common.InOrder([3, 1]).machine_readable())
+        self.assertEqual('3, 1', display.InOrder([3, 1]).human_readable())
+        self.assertEqual([3, 1], display.InOrder([3, 1]).machine_readable())
 
     def test_saved_fmpm_output_without_mapping(self):
         document = json.loads(helpers.fmpm_json(helpers.H100_TABLE))
@@ -201,6 +201,7 @@ class TestHookImports(base.BaseTestCase):
             import nvlink_placement.cmd.partition_hook
             allowed = ('nvlink_placement.hook', 'nvlink_placement.cmd',
                        'nvlink_placement.discovery', 'nvlink_placement.errors',
+                       'nvlink_placement.fabric',
                        'nvlink_placement.documents',
                        'nvlink_placement.helptext',
                        'nvlink_placement.topology.pci',

@@ -8,7 +8,7 @@ import fixtures
 from oslotest import base
 
 from nvlink_placement import errors
-from nvlink_placement.hook import deadline
+from nvlink_placement.fabric import deadline
 from nvlink_placement.hook import lock
 
 

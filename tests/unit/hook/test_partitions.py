@@ -2,8 +2,8 @@
 
 from oslotest import base
 
-from nvlink_placement.discovery import fabric_manager as fm
 from nvlink_placement import errors
+from nvlink_placement.fabric import client as fm
 from nvlink_placement.hook import partitions
 from tests.unit.discovery import helpers
 

@@ -5,8 +5,8 @@ import os
 import fixtures
 from oslotest import base
 
-from nvlink_placement.hook import library
-from nvlink_placement.hook import trust
+from nvlink_placement.fabric import library
+from nvlink_placement.fabric import trust
 from tests.unit.discovery import helpers
 
 

@@ -16,7 +16,8 @@ for), then ``{"result": ...}`` or ``{"error": "..."}``.
 
 The hook has one bound on how long it holds up a VM start: a
 :class:`Deadline` set when it starts (``fm_deadline`` seconds), which
-the wait for the host lock (:mod:`.lock`) and then the child share.
+the wait for the host lock (:mod:`nvlink_placement.hook.lock`) and then
+the child share.
 """
 
 import collections

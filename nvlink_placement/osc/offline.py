@@ -1,0 +1,79 @@
+"""Running against a snapshot file: ``--snapshot``, ``--save-snapshot``.
+
+:func:`placement` gives a command its Placement: an embedded one loaded
+from ``--snapshot`` (:func:`offline`), else the live cloud
+(:func:`.live.live_client`).
+"""
+
+import contextlib
+
+from nvlink_placement import errors
+from nvlink_placement.osc import live
+from nvlink_placement.placement import snapshot
+
+
+def add_placement_arguments(parser, save=True, exclusive=None):
+    """Add ``--snapshot`` (and ``--save-snapshot``) to ``parser``.
+
+    :param exclusive: a mutually exclusive group (``--dry-run``'s) to put
+        ``--save-snapshot`` in: a dry run has no state worth saving.
+    """
+    parser.add_argument(
+        '--snapshot', metavar='FILE',
+        help='Run against an embedded Placement (openstack-placement in '
+             'process, SQLite in memory) loaded from this snapshot file '
+             'instead of the cloud; needs no credentials.')
+    if save:
+        (exclusive or parser).add_argument(
+            '--save-snapshot', metavar='OUT',
+            help='With --snapshot: write the resulting Placement state to '
+                 'OUT (same format)%s.'
+                 % ('; not with --dry-run' if exclusive else ''))
+
+
+@contextlib.contextmanager
+def placement(app, parsed_args):
+    """Yield a :class:`PlacementClient`: embedded or live.
+
+    With ``--snapshot`` the file is checked, then loaded into a fresh
+    embedded Placement (in bulk, see
+    :mod:`nvlink_placement.placement.snapshot_db`), and on success the
+    state is written to ``--save-snapshot`` when given.
+    """
+    path = getattr(parsed_args, 'snapshot', None)
+    save = getattr(parsed_args, 'save_snapshot', None)
+    if save and not path:
+        raise errors.UsageError('--save-snapshot needs --snapshot (a live '
+                                'cloud is exported with "openstack nvlink '
+                                'snapshot")')
+    if not path:
+        yield live.live_client(app, parsed_args)
+        return
+    with offline(path, save) as embedded_placement:
+        yield embedded_placement.client
+    if save:
+        app.stderr.write(snapshot_written(save, embedded_placement.saved))
+
+
+def snapshot_written(path, document):
+    """The line saying a snapshot file was written, and what it holds."""
+    return '%s: %d resource providers, %d consumers\n' % (
+        path, len(document['resource_providers']),
+        len(document['allocations']))
+
+
+@contextlib.contextmanager
+def offline(path, save=None):
+    """Yield an entered :class:`EmbeddedPlacement` loaded from ``path``.
+
+    On success the resulting state is written to ``save`` when given, and
+    kept as the placement's ``saved`` attribute.
+    """
+    from nvlink_placement.placement import embedded
+    embedded_placement = embedded.EmbeddedPlacement(snapshot.read_file(path))
+    with embedded_placement:
+        embedded_placement.client.requests.clear()
+        yield embedded_placement
+        if save:
+            embedded_placement.saved = embedded_placement.export()
+            snapshot.write_file(embedded_placement.saved, save)
