@@ -23,6 +23,7 @@ from nova.api import auth as nova_auth
 import yaml
 
 from nova_tests import base
+from nova_tests import series
 
 CLOUD = 'nova34'
 TOKEN = 'admin'
@@ -122,6 +123,7 @@ class TestFlavorApply(base.NovaTestCase):
                           'hw:numa_nodes': '1'}),
             self.nova_flavors()['nvl.h100.8'])
 
+    @series.upstream_only
     def test_named_alias_flavors_are_refused_and_nothing_stays(self):
         before = self.nova_flavors()
         code, rows, err = self.generate('--sizes', '1,2')

@@ -19,6 +19,7 @@ from nova.scheduler import utils as scheduler_utils
 from oslo_utils import uuidutils
 
 from nova_tests import base
+from nova_tests import series
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
@@ -82,6 +83,45 @@ class TestResourceRequest(base.NovaTestCase):
         self.assertIn(('root_required', 'OWNER_NOVA,!COMPUTE_STATUS_DISABLED'),
                       urllib.parse.parse_qsl(nova_query))
 
+    @series.requires_series
+    def test_mosk_queries_equal_byte_for_byte(self):
+        """Nova with nova-patches/ sends flavor verify's mosk queries.
+
+        Byte for byte for the named-alias flavors, and each GPU set they
+        return is one NVLink domain.
+        """
+        self.flags(allow_pci_traits_in_flavor=True, group='filter_scheduler')
+        specs = generate.generate(self.hosts, base.ALIAS, vcpus_per_gpu=1,
+                                  ram_per_gpu=512, disk=1).flavors
+        self.assertEqual([1, 2, 4, 8], [s.size for s in specs])
+        for spec in specs:
+            nova_query, request_spec = self.nova_query(spec)
+            query = request.build(request.flavor_from_dict(spec.as_dict()),
+                                  self.aliases)
+            if len(spec.extra_specs[generate.ALIAS_KEY].split(':')) == 3:
+                self.assertEqual(query.querystring, nova_query, spec.name)
+            else:
+                # alias:count: Nova's group names are random
+                pci_id, = [r.request_id for r in
+                           request_spec.pci_requests.requests]
+                tool_prefix = query.gpu_groups[0].rsplit('-', 1)[0]
+                self.assertEqual(
+                    base.canonical(query.querystring, {tool_prefix: '_GPU'}),
+                    base.canonical(nova_query, {pci_id: '_GPU'}), spec.name)
+            if spec.kind == generate.SINGLE:
+                continue
+            sets = self.gpu_sets(nova_query)
+            self.assertEqual(self.gpu_sets(query.querystring), sets)
+            domains = {frozenset('%s_%s' % (host.name, a.upper())
+                                 for a in members)
+                       for host in self.hosts
+                       for members in generate.domains(host, spec.size)}
+            if spec.kind == generate.DOMAIN:
+                self.assertEqual(domains, sets, spec.name)
+            else:
+                self.assertEqual(len(self.hosts), len(sets), spec.name)
+
+    @series.upstream_only
     def test_named_alias_is_not_upstream_nova(self):
         pair = [s for s in generate.generate(self.hosts, base.ALIAS).flavors
                 if s.size == 2][0]

@@ -22,6 +22,7 @@ import openstack
 import yaml
 
 from nova_tests import base
+from nova_tests import series
 from nvlink_placement import errors
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
@@ -116,6 +117,7 @@ class TestServers(base.NovaTestCase):
                       self.queries[-1])
         self.assertEqual((0, []), self.check([HOST]))
 
+    @series.upstream_only
     def test_named_alias_flavors_are_refused_by_upstream_nova(self):
         exc = self.assertRaises(errors.NvlinkError, compute.apply,
                                 self.connection(),
@@ -127,13 +129,15 @@ class TestServers(base.NovaTestCase):
             "'[^:]+:\\d+(?:\\s*,\\s*[^:]+:\\d+)*'.). Upstream Nova accepts "
             "only alias:count in pci_passthrough:alias; the named-alias "
             "(alias:count:prefix) NVLink-domain flavors need a Nova with the "
-            "MOSK extension. On upstream Nova generate with --dialect "
-            "upstream (1-GPU and whole-host flavors only). Flavor "
+            "MOSK extension, or upstream Nova 34.0.0 with the nova-patches/ "
+            "series of nvlink-placement. On upstream Nova generate with "
+            "--dialect upstream (1-GPU and whole-host flavors only). Flavor "
             "gpu.h100.2x, created by this run, was deleted again. Nothing "
             "else was written.", str(exc))
         self.assertEqual([], [f['name'] for f in self.admin_api.get_flavors()
                               if f['name'].startswith('gpu.')])
 
+    @series.upstream_only
     def test_named_alias_below_2_86_is_stored_and_every_boot_fails(self):
         spec = [s for s in self.flavors(generate.MOSK) if s.size == 2][0]
         self.api.microversion = self.admin_api.microversion = '2.85'

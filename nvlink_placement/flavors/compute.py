@@ -168,8 +168,10 @@ def _refusal(spec, detail, created, written):
         message += (
             ' Upstream Nova accepts only alias:count in %s; the named-alias '
             '(alias:count:prefix) NVLink-domain flavors need a Nova with '
-            'the MOSK extension. On upstream Nova generate with --dialect '
-            'upstream (1-GPU and whole-host flavors only).'
+            'the MOSK extension, or upstream Nova 34.0.0 with the '
+            'nova-patches/ series of nvlink-placement. On upstream Nova '
+            'generate with --dialect upstream (1-GPU and whole-host flavors '
+            'only).'
             % generate.ALIAS_KEY)
     if created:
         message += ' Flavor %s, created by this run, was deleted again.' % (

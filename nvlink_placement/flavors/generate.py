@@ -75,7 +75,9 @@ UPSTREAM_REASON = (
     'keep the %d GPUs in one NVLink domain: such a flavor would silently '
     'get GPUs from different domains. Upstream can express only 1-GPU and '
     'whole-host flavors; use --dialect mosk with a Nova that has the '
-    'named-alias extension (alias:count:prefix, placement:same_subtree).')
+    'named-alias extension (alias:count:prefix, placement:same_subtree): '
+    'MOSK, or upstream Nova 34.0.0 with the nova-patches/ series of '
+    'nvlink-placement.')
 
 
 @dataclasses.dataclass(frozen=True)

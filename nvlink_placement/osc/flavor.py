@@ -91,6 +91,11 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     written) and sets extra specs at compute API microversion 2.86, where
     Nova validates them: upstream Nova refuses the named-alias flavors
     (HTTP 400) instead of storing flavors whose every boot fails.
+    The mosk dialect runs on MOSK's Nova, or on upstream Nova 34.0.0 with
+    this project's nova-patches/ series; to check which Nova a cloud has,
+    run --apply (it stops at the first named-alias flavor a Nova without
+    the extension refuses, and deletes it again) or nova-patches/apply.sh
+    --check on the Nova hosts.
     """
 
     auth_required = False
@@ -431,7 +436,11 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     class and a flavor asks for more than 4; and,
     with NUMA data from host inspection, per-size hw:numa_nodes /
     hw:pci_numa_affinity_policy advice naming the domains that span NUMA
-    nodes. --ini prints ready-to-paste config fragments.
+    nodes. --ini prints ready-to-paste config fragments. The settings are
+    upstream Nova 34's; the mosk-dialect flavors also need Nova's named
+    PCI alias groups (MOSK, or upstream Nova 34.0.0 with this project's
+    nova-patches/ series, whose [filter_scheduler]
+    allow_pci_traits_in_flavor lets flavors add traits to those groups).
     """
 
     auth_required = False
