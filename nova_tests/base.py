@@ -64,6 +64,7 @@ import urllib.parse
 import fixtures
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
+from nova.scheduler.client import report
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import test_pci_in_placement
 import yaml
@@ -300,6 +301,24 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
                              '-f', 'json')
         self.assertIn(result.code, (0, 2), result.stderr)
         return result.code, json.loads(result.stdout or '[]')
+
+    def record_queries(self):
+        """The allocation candidates queries nova-scheduler sends, in order.
+
+        :returns: a list that fills as Nova's report client asks
+            Placement (``SchedulerReportClient.get_allocation_candidates``).
+        """
+        queries = []
+        original = report.SchedulerReportClient.get_allocation_candidates
+
+        def spy(client, context, resources):
+            queries.append(resources.to_querystring())
+            return original(client, context, resources)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.scheduler.client.report.SchedulerReportClient.'
+            'get_allocation_candidates', spy))
+        return queries
 
     def candidates(self, querystring):
         """GET /allocation_candidates at 1.36 (Nova's microversion)."""

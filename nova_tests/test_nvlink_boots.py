@@ -19,7 +19,6 @@ import fixtures
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from lxml import etree
-from nova.scheduler.client import report
 import openstack
 
 from nova_tests import base
@@ -77,16 +76,7 @@ class TestNvlinkBoots(base.NovaTestCase):
         self._run_periodics()
         self.assertEqual((0, []), self.check([HOST]))
         self.host = loader.load(self.topology([HOST])).hosts[HOST]
-        self.queries = []
-        original = report.SchedulerReportClient.get_allocation_candidates
-
-        def spy(client, context, resources):
-            self.queries.append(resources.to_querystring())
-            return original(client, context, resources)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.scheduler.client.report.SchedulerReportClient.'
-            'get_allocation_candidates', spy))
+        self.queries = self.record_queries()
         self.flavors = self.generate_and_apply()
 
     # -- the tool ----------------------------------------------------------

@@ -56,6 +56,14 @@ class TestResourceRequest(base.NovaTestCase):
             self.ctxt, request_spec, self.scheduler.manager.host_manager)
         return resources.to_querystring(), request_spec
 
+    def assert_same_query(self, query, nova_query, request_spec, name):
+        """``query`` is Nova's, but for the random PCI group names."""
+        pci_id, = [r.request_id for r in request_spec.pci_requests.requests]
+        tool_prefix = query.gpu_groups[0].rsplit('-', 1)[0]
+        self.assertEqual(
+            base.canonical(query.querystring, {tool_prefix: '_GPU'}),
+            base.canonical(nova_query, {pci_id: '_GPU'}), name)
+
     def test_queries_equal_and_return_the_same_gpu_sets(self):
         specs = generate.generate(self.hosts, base.ALIAS,
                                   dialect=generate.UPSTREAM, vcpus_per_gpu=1,
@@ -65,12 +73,8 @@ class TestResourceRequest(base.NovaTestCase):
             nova_query, request_spec = self.nova_query(spec)
             query = request.build(request.flavor_from_dict(spec.as_dict()),
                                   self.aliases)
-            pci_id, = [r.request_id for r in
-                       request_spec.pci_requests.requests]
-            tool_prefix = query.gpu_groups[0].rsplit('-', 1)[0]
-            self.assertEqual(
-                base.canonical(query.querystring, {tool_prefix: '_GPU'}),
-                base.canonical(nova_query, {pci_id: '_GPU'}), spec.name)
+            self.assert_same_query(query, nova_query, request_spec,
+                                   spec.name)
             sets = self.gpu_sets(nova_query)
             self.assertEqual(self.gpu_sets(query.querystring), sets)
             if spec.size == 1:
@@ -102,12 +106,8 @@ class TestResourceRequest(base.NovaTestCase):
                 self.assertEqual(query.querystring, nova_query, spec.name)
             else:
                 # alias:count: Nova's group names are random
-                pci_id, = [r.request_id for r in
-                           request_spec.pci_requests.requests]
-                tool_prefix = query.gpu_groups[0].rsplit('-', 1)[0]
-                self.assertEqual(
-                    base.canonical(query.querystring, {tool_prefix: '_GPU'}),
-                    base.canonical(nova_query, {pci_id: '_GPU'}), spec.name)
+                self.assert_same_query(query, nova_query, request_spec,
+                                       spec.name)
             if spec.kind == generate.SINGLE:
                 continue
             sets = self.gpu_sets(nova_query)

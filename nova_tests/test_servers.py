@@ -16,7 +16,6 @@ import urllib.parse
 import fixtures
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
-from nova.scheduler.client import report
 from nova.tests.functional.api import client as api_client
 import openstack
 import yaml
@@ -42,16 +41,7 @@ class TestServers(base.NovaTestCase):
         self.restart_compute_service(HOST)
         self._run_periodics()
         self.assertEqual((0, []), self.check([HOST]))
-        self.queries = []
-        original = report.SchedulerReportClient.get_allocation_candidates
-
-        def spy(client, context, resources):
-            self.queries.append(resources.to_querystring())
-            return original(client, context, resources)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.scheduler.client.report.SchedulerReportClient.'
-            'get_allocation_candidates', spy))
+        self.queries = self.record_queries()
         self.hosts = list(loader.load(self.topology([HOST])).hosts.values())
 
     def connection(self):
