@@ -487,13 +487,15 @@ def measure_state(rows, base, topology, names, trees, busy, settings_names,
 
 
 def progress(row):
-    seconds = ('> %gs' % row['timeout'] if row['seconds'] is None
-               else '%.2fs (CPU %.2fs)' % (row['seconds'], row['cpu']))
+    if row['seconds'] is not None:
+        seconds = '%.2fs (CPU %.2fs)' % (row['seconds'], row['cpu'])
+    else:
+        seconds = 'not run' if row.get('skipped') else '> %gs' % row['timeout']
     return '%s %dx: %s%s' % (row['layout'], row['size'], seconds, (
         ' %(candidates)d cand, %(sets)d sets, %(duplicates)d dup, '
         '%(not_domain)d not 1 domain, %(reached)d hosts, %(domain_reached)d'
         '/%(reachable)d with a domain' % row) if 'candidates' in row
-        else (' (not run: timed out at %s)' % row['skipped']
+        else (' (timed out at %s)' % row['skipped']
               if row.get('skipped') else ''))
 
 
@@ -575,7 +577,7 @@ def line(row, one):
                  else '-') + ('-',) * 8)
     text = '%.2f' % seconds
     if row['runs'] < 3:
-        text += ' (%d run)' % row['runs']
+        text += ' (%d run%s)' % (row['runs'], 's' if row['runs'] > 1 else '')
     if row.get('same_as') and row['same_as'] != row['layout']:
         text += ' (= %s)' % row['same_as']
 
