@@ -626,7 +626,7 @@ def main(argv=None):
     parser.add_argument('--runs', type=int, default=3,
                         help='Runs per query, median reported (default '
                              '%(default)s).')
-    parser.add_argument('--once-above', type=float, default=20.0,
+    parser.add_argument('--once-above', type=float, default=10.0,
                         help='Run a query once when its first run takes '
                              'longer, in seconds (default %(default)s).')
     parser.add_argument('--timeout', type=float, default=120.0,
