@@ -24,12 +24,22 @@ auth_strategy = noauth2
 [placement_database]
 connection = sqlite:///{db}
 sync_on_startup = True
-[placement]
-max_allocation_candidates = 1000
-allocation_candidates_generation_strategy = breadth-first
-[workarounds]
-optimize_for_wide_provider_trees = True
 """
+#: The wide-tree settings ``openstack nvlink nova-config`` prints; the
+#: server's default. ``settings={}`` runs Placement with its own defaults.
+TUNED = {
+    'placement': {'max_allocation_candidates': 1000,
+                  'allocation_candidates_generation_strategy':
+                      'breadth-first'},
+    'workarounds': {'optimize_for_wide_provider_trees': True},
+}
+
+
+def settings_text(settings):
+    """``{section: {option: value}}`` as placement.conf lines."""
+    return ''.join('[%s]\n%s' % (section, ''.join(
+        '%s = %s\n' % item for item in options.items()))
+        for section, options in settings.items())
 
 
 def free_port():
@@ -48,11 +58,18 @@ class PlacementServer(object):
         SQLite file before the server starts
         (:mod:`nvlink_placement.placement.snapshot_db`): a big state in
         seconds instead of a request per object.
+    :param settings: placement.conf options, ``{section: {option:
+        value}}`` (default :data:`TUNED`; ``{}``: Placement's defaults).
+    :param worker_timeout: gunicorn ``--timeout`` in seconds (gunicorn
+        kills a worker silent for longer: 30 s by default).
     :ivar url: base URL, e.g. ``http://127.0.0.1:38291``.
     """
 
-    def __init__(self, threads=1, connection=None, workers=1, snapshot=None):
+    def __init__(self, threads=1, connection=None, workers=1, snapshot=None,
+                 settings=None, worker_timeout=None):
         self.threads = threads
+        self.settings = TUNED if settings is None else settings
+        self.worker_timeout = worker_timeout
         self.workers = workers
         self.connection = connection
         self.snapshot = snapshot
@@ -66,6 +83,7 @@ class PlacementServer(object):
         shm = '/dev/shm' if os.path.isdir('/dev/shm') else None
         self.dir = tempfile.mkdtemp(prefix='placement-', dir=shm)
         config = CONFIG.format(db=os.path.join(self.dir, 'placement.db'))
+        config += settings_text(self.settings)
         if self.connection:
             config = config.replace(
                 'connection = sqlite:///%s' % os.path.join(
@@ -94,10 +112,13 @@ class PlacementServer(object):
         if not os.path.exists(gunicorn):
             gunicorn = shutil.which('gunicorn')
         self.log = open(os.path.join(self.dir, 'gunicorn.log'), 'w')
+        silent = (['--timeout', str(self.worker_timeout)]
+                  if self.worker_timeout else [])
         self.process = subprocess.Popen(
             [gunicorn, '-w', str(self.workers), '--threads',
              str(self.threads), '-b', '127.0.0.1:%d' % port,
-             '--log-level', 'warning', 'placement.wsgi.api:application'],
+             '--log-level', 'warning'] + silent +
+            ['placement.wsgi.api:application'],
             env=env, stdout=self.log, stderr=subprocess.STDOUT,
             start_new_session=True)
         deadline = time.monotonic() + timeout
