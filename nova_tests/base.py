@@ -64,9 +64,11 @@ import urllib.parse
 import fixtures
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
 from nova.scheduler.client import report
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import test_pci_in_placement
+import openstack
 import yaml
 
 from nvlink_placement.flavors import novaconfig
@@ -248,6 +250,17 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
         """Start nova-compute ``host`` with its H100 board."""
         self.start_compute(hostname=host,
                            pci_info=pci_info(BOARDS[host], exclude))
+
+    def connection(self):
+        """An openstacksdk connection to Nova's API as admin."""
+        api = self.api_fixture.admin_api
+        session = ks_session.Session(
+            auth=token_endpoint.Token(api.base_url, 'admin'),
+            additional_headers={'X-Auth-User': 'admin',
+                                'X-Auth-Project-Id': api.project_id,
+                                'X-Roles': 'reader,member,admin'})
+        return openstack.connection.Connection(
+            session=session, compute_endpoint_override=api.base_url)
 
     def client(self):
         """A :class:`PlacementClient` on Nova's Placement fixture."""

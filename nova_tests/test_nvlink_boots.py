@@ -16,10 +16,7 @@ query Nova sends is ``flavor verify``'s, byte for byte.
 import json
 
 import fixtures
-from keystoneauth1 import session as ks_session
-from keystoneauth1 import token_endpoint
 from lxml import etree
-import openstack
 
 from nova_tests import base
 from nova_tests import series
@@ -80,17 +77,6 @@ class TestNvlinkBoots(base.NovaTestCase):
         self.flavors = self.generate_and_apply()
 
     # -- the tool ----------------------------------------------------------
-
-    def connection(self):
-        """An openstacksdk connection to Nova's API as admin."""
-        api = self.api_fixture.admin_api
-        session = ks_session.Session(
-            auth=token_endpoint.Token(api.base_url, 'admin'),
-            additional_headers={'X-Auth-User': 'admin',
-                                'X-Auth-Project-Id': api.project_id,
-                                'X-Roles': 'reader,member,admin'})
-        return openstack.connection.Connection(
-            session=session, compute_endpoint_override=api.base_url)
 
     def generate_and_apply(self):
         """``flavor generate`` (mosk), written by its ``--apply`` code.

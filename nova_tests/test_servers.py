@@ -14,10 +14,7 @@ import os
 import urllib.parse
 
 import fixtures
-from keystoneauth1 import session as ks_session
-from keystoneauth1 import token_endpoint
 from nova.tests.functional.api import client as api_client
-import openstack
 import yaml
 
 from nova_tests import base
@@ -43,17 +40,6 @@ class TestServers(base.NovaTestCase):
         self.assertEqual((0, []), self.check([HOST]))
         self.queries = self.record_queries()
         self.hosts = list(loader.load(self.topology([HOST])).hosts.values())
-
-    def connection(self):
-        """An openstacksdk connection to Nova's API as admin."""
-        api = self.api_fixture.admin_api
-        session = ks_session.Session(
-            auth=token_endpoint.Token(api.base_url, 'admin'),
-            additional_headers={'X-Auth-User': 'admin',
-                                'X-Auth-Project-Id': api.project_id,
-                                'X-Roles': 'reader,member,admin'})
-        return openstack.connection.Connection(
-            session=session, compute_endpoint_override=api.base_url)
 
     def flavors(self, dialect):
         return generate.generate(self.hosts, base.ALIAS, dialect=dialect,

@@ -295,6 +295,22 @@ def read_alias_config(path):
     return parse_alias_config(documents.read_text(path), path)
 
 
+def aliases_for(flavors, hosts, alias_config=None, resource_class=None):
+    """The ``[pci] alias`` values the flavors are judged with.
+
+    :param alias_config: a file of Nova's alias values
+        (:func:`read_alias_config`); without it each alias the flavors
+        name gets the one resource class of ``hosts``
+        (:func:`topology_resource_class`, ``resource_class`` first).
+    :returns: dict alias name -> :class:`Alias`.
+    :raises NvlinkError: naming the file, or the classes found.
+    """
+    if alias_config:
+        return read_alias_config(alias_config)
+    rc = topology_resource_class(hosts, resource_class)
+    return {name: Alias(name, rc) for name in alias_names(flavors)}
+
+
 def gpu_class(gpu):
     """Resource class of a :class:`Gpu` from its inspection details.
 

@@ -393,8 +393,9 @@ def verify(client, request, hosts, providers=None, only=False):
             required)) if resources else None
         owners = (_listed(client, {}, ','.join(nova.root_required))
                   if nova.root_required else None)
-        configured = set()
-        for trait, _, i in set(member_indexes(request).values()):
+        wanted = set(member_indexes(request).values())
+        configured = set() if wanted else None
+        for trait, _, i in wanted:
             configured |= {(uuid, i) for uuid in _listed(
                 client, {alias.resource_class: 1},
                 ','.join(alias.traits + (trait,)))}
@@ -403,7 +404,7 @@ def verify(client, request, hosts, providers=None, only=False):
             raise
         return _refused(request, hosts, exc)
     result = check(request, hosts, body, providers, free, eligible, only,
-                   configured if member_indexes(request) else None)
+                   configured)
     if owners is not None:
         result.problems.extend(_without_owner(request, hosts, providers,
                                               owners))

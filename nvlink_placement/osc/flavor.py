@@ -330,13 +330,9 @@ class VerifyFlavors(commands.Lister):
             raise errors.NvlinkError('no flavors in %s: give --flavors FILE '
                                      'or --flavor NAME' % ', '.join(
                                          parsed_args.flavors))
-        if parsed_args.alias_config:
-            aliases = request.read_alias_config(parsed_args.alias_config)
-        else:
-            rc = request.topology_resource_class(
-                hosts, parsed_args.resource_class)
-            aliases = {name: request.Alias(name, rc)
-                       for name in request.alias_names(flavors)}
+        aliases = request.aliases_for(flavors, hosts,
+                                      parsed_args.alias_config,
+                                      parsed_args.resource_class)
         nova = release.choose(parsed_args.nova_release,
                               parsed_args.owner_filter)
         queries = [request.build(f, aliases, parsed_args.limit, nova)

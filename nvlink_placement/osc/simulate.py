@@ -24,11 +24,8 @@ LOG = logging.getLogger(__name__)
 
 
 def _aliases(parsed_args, hosts, flavors):
-    if parsed_args.alias_config:
-        return request.read_alias_config(parsed_args.alias_config)
-    rc = request.topology_resource_class(hosts, parsed_args.resource_class)
-    return {name: request.Alias(name, rc)
-            for name in request.alias_names(flavors)}
+    return request.aliases_for(flavors, hosts, parsed_args.alias_config,
+                               parsed_args.resource_class)
 
 
 def _one_alias(aliases, flavors, path):

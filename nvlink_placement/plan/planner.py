@@ -180,8 +180,7 @@ def plan(state, desired_hosts, members=False):
     size_traits, member_traits = set(), set()
     for host in desired_hosts:
         size_traits |= host.traits
-        if members:
-            member_traits |= host.member_traits
+        member_traits |= host.member_traits
     marked = markers(state)
     roots = hostnames.Names(state.root_names())
     for host in desired_hosts:
