@@ -15,7 +15,12 @@ the reads the CLI makes) and as a whole process (``openstack nvlink
 check``): its requests, by kind, and its time. This is a script, not a
 test: it prints an RST table and never asserts times.
 
-Usage: ``python benchmarks/check_scale.py --hosts 1000``
+With ``--nova`` it also runs ``check --consumers nova``'s reads in
+process against a real Nova 34 compute API (its functional framework,
+:mod:`nova_cloud`) holding one server per instance: Nova's server list,
+then Placement for the multi-GPU servers.
+
+Usage: ``python benchmarks/check_scale.py --hosts 1000 [--nova]``
 """
 
 import argparse
@@ -34,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from nvlink_placement.flavors import servers as servers_mod  # noqa: E402
 from nvlink_placement.placement import client as pc  # noqa: E402
 from nvlink_placement.placement import embedded  # noqa: E402
 from nvlink_placement.placement import snapshot  # noqa: E402
@@ -117,6 +123,11 @@ def busy_cloud(n):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--hosts', type=int, default=1000)
+    parser.add_argument('--nova', action='store_true',
+                        help='Also run check with the consumers from a real '
+                             'Nova compute API holding the servers '
+                             '(--consumers nova; needs nova_tests/'
+                             'requirements.txt).')
     args = parser.parse_args(argv)
     start = time.perf_counter()
     document, names = busy_cloud(args.hosts)
@@ -144,6 +155,21 @@ def main(argv=None):
             'nvlink', 'check', '--topology', topology_path, '-f', 'value'],
             capture_output=True, text=True)
         cli_s = time.perf_counter() - start
+        nova = None
+        if args.nova:
+            import nova_cloud
+
+            listed, pages, listed_s = nova_cloud.list_servers(
+                nova_cloud.servers_of(document, RC))
+            client.requests.clear()
+            start = time.perf_counter()
+            found = run.run(client, hosts, apply=False,
+                            allocations=run.ALL_HOSTS,
+                            servers=servers_mod.by_node(listed))
+            nova = (listed_s, listed_s + time.perf_counter() - start, pages,
+                    len(listed), dict(client.requests),
+                    sorted(f.consumer for f in found.findings
+                           if f.consumer))
     finally:
         server.stop()
     instances = len(document['allocations'])
@@ -161,6 +187,15 @@ def main(argv=None):
              cli.stdout.count('split-allocation')))
     print('reads beyond the idle-cloud constant: %d for %d instances on '
           '%d hosts' % (reads.get('GET', 0), instances, args.hosts))
+    if nova:
+        listed_s, total_s, pages, listed, nova_reads, split = nova
+        placement_split = sorted(f.consumer for f in result.findings
+                                 if f.consumer)
+        print('check in process, consumers from Nova: %.2f s (server list '
+              '%.2f s: %d servers in %d reads), Placement requests %s; '
+              'same split consumers as from Placement: %s' % (
+                  total_s, listed_s, listed, pages, nova_reads,
+                  split == placement_split))
 
 
 if __name__ == '__main__':

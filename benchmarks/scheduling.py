@@ -428,6 +428,9 @@ def measure_state(rows, base, topology, names, trees, busy, settings_names,
     for settings_name in settings_names:
         for tree, layouts in (('reshaped', ('member', 'today')),
                               ('flat', ('flat',))):
+            layouts = [x for x in layouts if x in args.layouts]
+            if not layouts:
+                continue
             document = trees[tree]
             if mariadb:
                 directory = tempfile.mkdtemp(prefix='sched-')
@@ -641,9 +644,14 @@ def main(argv=None):
     parser.add_argument('--snapshots', metavar='DIR',
                         help='Keep the reshaped snapshot in DIR and reuse '
                              'it when there (skips the reshape).')
+    parser.add_argument('--layouts', default=','.join(LAYOUTS),
+                        help='Layouts to measure (default %(default)s).')
     parser.add_argument('--json', metavar='FILE',
                         help='Also write the raw results as JSON.')
     args = parser.parse_args(argv)
+    args.layouts = [x for x in args.layouts.split(',') if x]
+    if set(args.layouts) - set(LAYOUTS) or not args.layouts:
+        parser.error('--layouts: choose among %s' % ', '.join(LAYOUTS))
     counts = sorted(int(h) for h in args.hosts.split(','))
     lists = {k: [s for s in getattr(args, k).split(',') if s]
              for k in ('settings', 'half_used', 'mariadb_settings')}

@@ -13,7 +13,7 @@ and the per-flavor results; then an RST table for doc/source/performance.rst.
 This is a script, not a test: it never asserts times.
 
 Usage: ``python benchmarks/simulate_scale.py [--hosts 100] [--events 2000]
-[--layout flat --layout reshaped]``
+[--layout flat --layout reshaped] [--together]``
 """
 
 import argparse
@@ -32,6 +32,7 @@ from nvlink_placement.flavors import request  # noqa: E402
 from nvlink_placement.placement import embedded  # noqa: E402
 from nvlink_placement.placement import nova_tree  # noqa: E402
 from nvlink_placement.simulate import engine  # noqa: E402
+from nvlink_placement.simulate import layouts  # noqa: E402
 from nvlink_placement.simulate import report  # noqa: E402
 from nvlink_placement.simulate import workload as workload_mod  # noqa: E402
 from nvlink_placement.topology import loader  # noqa: E402
@@ -86,6 +87,11 @@ def main():
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--layout', action='append', default=[],
                         choices=engine.LAYOUTS)
+    parser.add_argument('--together', action='store_true',
+                        help='Run the layouts as the simulate command does '
+                             '(at once, a process each) and print the wall '
+                             'time of the whole run instead of timing each '
+                             'layout alone.')
     args = parser.parse_args()
     topo = topology(args.hosts)
     hosts = list(topo.hosts.values())
@@ -103,8 +109,21 @@ def main():
     print('machine: %s, %d CPUs, Python %s; %d hosts, %d events'
           % (platform.processor() or platform.machine(), os.cpu_count(),
              platform.python_version(), args.hosts, args.events))
+    chosen = args.layout or list(engine.LAYOUTS)
+    if args.together:
+        started = time.monotonic()
+        done = layouts.run(document, hosts, chosen, runs, load, RC)
+        print('%s at once (%d processes): %.1f s wall' % (
+            ' and '.join(chosen), min(len(chosen), os.cpu_count()),
+            time.monotonic() - started))
+        results = [r for r, _ in done]
+        for row in report.rows(results):
+            print('  ', row)
+        for row in report.summary(results):
+            print('  ', row)
+        return
     table = []
-    for layout in args.layout or list(engine.LAYOUTS):
+    for layout in chosen:
         urls = {q.url: s for s, (_, q) in runs[layout].items()}
         started, cpu = time.monotonic(), time.process_time()
         with embedded.EmbeddedPlacement(document) as client:

@@ -48,7 +48,7 @@ def authenticate(app, what='cloud', hint=None):
             app_name=manager._app_name, app_version=manager._app_version)
         manager.setup_auth()
     except (sdk_exc.ConfigException, ks_exc.AuthPluginException) as exc:
-        detail = _one_line(exc)
+        detail = one_line(exc)
         raise errors.NvlinkError(
             'no %s credentials (%s): set OS_CLOUD (clouds.yaml) or '
             '--os-auth-url and the other --os-* options%s' % (
@@ -159,13 +159,13 @@ def live_client(app, parsed_args=None, hint=SNAPSHOT_HINT):
     except ks_exc.ConnectTimeout as exc:
         raise errors.NvlinkError(
             'the identity service did not answer within %g s '
-            '(--request-timeout): %s' % (min(timeout), _one_line(exc)))
+            '(--request-timeout): %s' % (min(timeout), one_line(exc)))
     except ks_exc.ConnectionError as exc:
         raise errors.NvlinkError('cannot reach the identity service: %s'
-                                 % _one_line(exc))
+                                 % one_line(exc))
     except ks_exc.ClientException as exc:
         raise errors.NvlinkError('the identity service refused the '
-                                 'credentials: %s' % _one_line(exc))
+                                 'credentials: %s' % one_line(exc))
     return client
 
 
@@ -205,5 +205,5 @@ def _requests_environment():
     return found
 
 
-def _one_line(exc):
+def one_line(exc):
     return ' '.join(str(exc).split())

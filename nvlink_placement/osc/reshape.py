@@ -4,8 +4,11 @@ import logging
 import os
 import time
 
+from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as sdk_exc
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import servers as servers_mod
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.osc import live
@@ -23,6 +26,9 @@ from nvlink_placement.topology import pci
 
 LOG = logging.getLogger(__name__)
 DEFAULT_WORKERS = 8
+#: ``check --consumers`` choices.
+AUTO, NOVA, PLACEMENT = 'auto', 'nova', 'placement'
+CONSUMER_SOURCES = (AUTO, NOVA, PLACEMENT)
 
 
 def desired_hosts(app, parsed_args, health=True):
@@ -255,12 +261,31 @@ class Check(_PlanCommand):
     when in sync, 1 on an error, 2 on drift, 3 on a usage error; with
     --prometheus-textfile it also writes the result as metrics for the
     node exporter.
+
+    Split allocations need the consumers holding GPUs: by default from
+    the compute API's server list (one read per 1000 servers, then one
+    per server of two GPUs or more), else from Placement (one read per
+    host with GPUs in use, then one per consumer there); see
+    --consumers.
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         add_topology_arguments(
             parser, 'Ignore GPU health (no reservation drift).')
+        parser.add_argument(
+            '--consumers', choices=CONSUMER_SOURCES, default=AUTO,
+            help='Where check learns which consumers hold GPUs, to find '
+                 'split allocations. nova: the compute API\'s server list '
+                 '(admin; one read per 1000 servers), then Placement\'s '
+                 'allocations of each server whose flavor asks for two PCI '
+                 'devices or more; a host with GPUs in use that those '
+                 'servers do not account for (a migration, a reservation) '
+                 'is read as with placement. placement: each host with GPUs '
+                 'in use: its compute node\'s allocations, then every '
+                 'consumer found there. auto (default): nova when the '
+                 'compute API answers, else placement (-v says why); '
+                 'placement with --snapshot.')
         parser.add_argument('--all', action='store_true',
                             help='Also check the compute node trees that '
                                  'hold group providers of this tool but are '
@@ -314,10 +339,12 @@ class Check(_PlanCommand):
                 LOG.info('not in the topology, flat, not checked: %s',
                          ', '.join(flat))
             return [desired.flat(name, known=False) for name in with_groups]
+        servers = self.servers(parsed_args)
         with offline.placement(self.app, parsed_args) as client:
             result = run.run(client, hosts, apply=False,
                              more_hosts=outside if parsed_args.all else None,
-                             allocations=run.ALL_HOSTS, members=True)
+                             allocations=run.ALL_HOSTS, members=True,
+                             servers=servers)
             report_retries(client)
         context = repair.Context(
             os.path.abspath(parsed_args.topology), topology_names,
@@ -337,6 +364,43 @@ class Check(_PlanCommand):
             (a.host, a.drift, a.provider if a.drift == act.MISSING_GROUP
              else id(a)) for a in drift)]
         return [a.check_row(repair.text(a, context)) for a in drift]
+
+    def servers(self, parsed_args):
+        """Nova's servers by node (``--consumers``), or None: Placement's.
+
+        :raises UsageError: ``--consumers nova`` with ``--snapshot``.
+        :raises NvlinkError: ``--consumers nova`` and the server list
+            cannot be read.
+        """
+        source = parsed_args.consumers
+        if parsed_args.snapshot:
+            if source == NOVA:
+                raise errors.UsageError(
+                    '--consumers nova reads the live compute API; with '
+                    '--snapshot the allocations are in the file (use '
+                    '--consumers placement or leave it out)')
+            return None
+        if source == PLACEMENT:
+            return None
+        try:
+            connection = live.authenticate(self.app, 'compute API')
+            listed, pages = servers_mod.read(
+                connection.sdk_connection.compute)
+        except (ks_exc.ClientException, sdk_exc.SDKException,
+                errors.NvlinkError) as exc:
+            detail = live.one_line(exc)
+            if source == NOVA:
+                raise errors.NvlinkError(
+                    '--consumers nova: cannot read the compute API\'s server '
+                    'list (%s); --consumers placement reads the consumers '
+                    'from Placement instead' % detail)
+            LOG.info('consumers from Placement (the compute API\'s server '
+                     'list was not read: %s)', detail)
+            return None
+        LOG.info('consumers from the compute API: %s in %s',
+                 display.plural(len(listed), 'server'),
+                 display.plural(pages, 'read'))
+        return servers_mod.by_node(listed)
 
     def write_metrics(self, parsed_args, started, found, success):
         path = parsed_args.prometheus_textfile

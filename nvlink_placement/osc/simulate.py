@@ -17,6 +17,7 @@ from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.simulate import defrag
 from nvlink_placement.simulate import engine
+from nvlink_placement.simulate import layouts as layouts_mod
 from nvlink_placement.simulate import report
 from nvlink_placement.simulate import workload as workload_mod
 
@@ -64,7 +65,8 @@ class Simulate(commands.Lister):
     """Replay a GPU workload as Nova places it; compare tree layouts.
 
     Offline: each layout runs in its own embedded, real Placement loaded
-    with the starting state (--snapshot FILE, or --from-topology: the flat
+    with the starting state, the layouts at once (one process each, up to
+    the CPUs) (--snapshot FILE, or --from-topology: the flat
     trees Nova reports for the topology). The "flat" layout is an
     unmodified cloud: the flat tree (flatten's plan) and upstream flavors
     (pci_passthrough:alias=A:N only, same vCPUs, RAM and disk as the
@@ -165,27 +167,22 @@ class Simulate(commands.Lister):
         return report.COLUMNS, report.rows(results)
 
     def _run(self, hosts, layouts, runs, workload, document, rc, save):
-        from nvlink_placement.placement import embedded
         bar = progress.bar(workload.events * len(layouts), 'simulate')
         if bar is not None:
             bar.unit = 'event'
-        results = []
         try:
-            for layout in layouts:
-                with embedded.EmbeddedPlacement(document) as client:
-                    results.append(engine.simulate(
-                        client, hosts, layout, workload, runs[layout], rc,
-                        progress=bar.update if bar is not None else None))
-                    if save:
-                        path = os.path.join(save, '%s.json' % layout)
-                        state = client.placement.export()
-                        snapshot.write_file(state, path)
-                        self.app.stderr.write(offline.snapshot_written(
-                            path, state))
+            done = layouts_mod.run(document, hosts, layouts, runs, workload,
+                                   rc, save=bool(save),
+                                   progress=bar.update if bar else None)
         finally:
             if bar is not None:
                 bar.close()
-        return results
+        for layout, (_, state) in zip(layouts, done):
+            if save:
+                path = os.path.join(save, '%s.json' % layout)
+                snapshot.write_file(state, path)
+                self.app.stderr.write(offline.snapshot_written(path, state))
+        return [result for result, _ in done]
 
 
 class Defrag(commands.OwnOutput, commands.Lister):

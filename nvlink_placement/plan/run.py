@@ -85,7 +85,7 @@ def hosts_outside(state, names):
 
 
 def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
-                  members=False):
+                  members=False, servers=None):
     """Read Placement (constant requests plus a few inventories) and plan.
 
     :param more_hosts: optional callable(state, names) returning more
@@ -95,6 +95,8 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
         :func:`load_gpu_allocations`); None for none.
     :param members: read the GPUs' member traits and add ``member-traits``
         findings (``check``).
+    :param servers: optional Nova server list for the allocation reads
+        (see :func:`load_gpu_allocations`).
     :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
@@ -113,7 +115,7 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
         if allocations == CHANGED_HOSTS:
             changed = {a.host for a in plan.actions}
             hosts = [h for h in hosts if h.name in changed]
-        load_gpu_allocations(client, current, hosts)
+        load_gpu_allocations(client, current, hosts, servers)
         plan.findings.extend(planner.split_allocations(current, hosts))
     return current, plan
 
@@ -122,19 +124,28 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
 READ_WORKERS = 4
 
 
-def load_gpu_allocations(client, state, hosts):
+def load_gpu_allocations(client, state, hosts, servers=None):
     """Load the allocations of the GPUs in use on ``hosts``.
 
-    Only hosts with two GPUs in use or more can hold a split allocation.
-    Reads, so that a busy cloud costs about one read per instance, not one
-    per GPU: :func:`state.free_gpus` (two requests for one GPU resource
-    class); then for each host with two GPUs in use or more, the
-    allocations of its compute node (one read: every instance there holds
-    VCPU or memory on it) and one ``GET /allocations/{consumer}`` per
-    consumer found (all its GPUs at once); a GPU in use that no consumer
-    of the node accounts for (reserved, or held by a consumer without
+    Only hosts with two GPUs in use or more can hold a split allocation,
+    and only consumers of two GPUs or more can be split. First
+    :func:`state.free_gpus` (two requests for one GPU resource class).
+    Then, with ``servers`` (Nova's server list, see
+    :mod:`nvlink_placement.flavors.servers`), one ``GET /allocations/
+    {consumer}`` per server on those hosts whose flavor asks for two PCI
+    devices or more (or an unknown number); a host whose GPUs in use are
+    more than those servers hold plus one per 1-GPU server there (a
+    consumer Nova does not list: a migration, a reservation) is read as
+    without ``servers``. Without them, per host one read of the compute
+    node's allocations (every instance holds VCPU or memory there) and
+    one ``GET /allocations/{consumer}`` per consumer found; a GPU in use
+    that none of them holds (reserved, or held by a consumer without
     resources on the node) gets one read of its own. Reads run
     :data:`READ_WORKERS` at a time.
+
+    :param servers: optional ``{node name: [server]}``, each server with
+        ``uuid`` and ``devices`` (PCI devices of its flavor, None when not
+        known).
     """
     if not hosts:
         return
@@ -149,30 +160,47 @@ def load_gpu_allocations(client, state, hosts):
         if node is None or node.parent_uuid is not None:
             state_mod.load_allocations(client, state, busy)
             continue
-        busy_hosts.append((node.uuid, busy))
-    found = reads.parallel(lambda h: state_mod.node_consumers(client, h[0]),
+        busy_hosts.append((host.name, node.uuid, busy))
+    in_use = set().union(*(b for _, _, b in busy_hosts))
+    held = {}
+    if servers is not None:
+        wanted = sorted({s.uuid for name, _, _ in busy_hosts
+                         for s in servers.get(name, ())
+                         if s.devices is None or s.devices >= 2})
+        held = dict(zip(wanted, _consumer_reads(client, wanted)))
+        holding = set().union(*(set(a) for a in held.values()))
+        busy_hosts = [
+            (name, node, busy) for name, node, busy in busy_hosts
+            if len(busy - holding) > sum(
+                1 for s in servers.get(name, ()) if s.devices == 1)]
+    found = reads.parallel(lambda h: state_mod.node_consumers(client, h[1]),
                            busy_hosts, READ_WORKERS)
-    consumers = sorted(set().union(*found)) if found else []
-    held = reads.parallel(
-        lambda c: state_mod.consumer_allocations(client, c), consumers,
-        READ_WORKERS)
-    busy = set().union(*(b for _, b in busy_hosts)) if busy_hosts else set()
-    for consumer, allocations in zip(consumers, held):
+    consumers = sorted(set().union(*found) - set(held))
+    held.update(zip(consumers, _consumer_reads(client, consumers)))
+    for consumer, allocations in sorted(held.items()):
         for rp_uuid, resources in allocations.items():
-            if rp_uuid in busy:
+            if rp_uuid in in_use:
                 state.allocations.setdefault(rp_uuid, {})[
                     consumer] = resources
-    state_mod.load_allocations(client, state, busy - set(state.allocations))
+    unread = set().union(*(b for _, _, b in busy_hosts))
+    state_mod.load_allocations(client, state, unread - set(state.allocations))
+
+
+def _consumer_reads(client, consumers):
+    return reads.parallel(
+        lambda c: state_mod.consumer_allocations(client, c), consumers,
+        READ_WORKERS)
 
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
-        on_host=None, more_hosts=None, allocations=None, members=False):
+        on_host=None, more_hosts=None, allocations=None, members=False,
+        servers=None):
     """Read Placement, plan, and apply unless ``apply`` is False.
 
-    ``allocations``, ``members``: see :func:`read_and_plan`.
+    ``allocations``, ``members``, ``servers``: see :func:`read_and_plan`.
     """
     current, plan = read_and_plan(client, desired_hosts, more_hosts,
-                                  allocations, members)
+                                  allocations, members, servers)
     if not apply or not plan.actions:
         return Result(plan.actions, plan.findings, [], False)
     failures = executor.apply(client, plan.actions, current, workers=workers,

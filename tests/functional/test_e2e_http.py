@@ -82,6 +82,19 @@ class TestReshapeOverHttp(base.BaseTestCase):
         check = openstack('nvlink', 'check', '--topology',
                           fbase.H100_TOPOLOGY, *auth)
         self.assertEqual(0, check.returncode, check.stderr)
+        # No compute API behind these credentials: auto reads the
+        # consumers from Placement and says why with -v; nova is an error.
+        check = openstack('-v', 'nvlink', 'check', '--topology',
+                          fbase.H100_TOPOLOGY, *auth)
+        self.assertEqual(0, check.returncode, check.stderr)
+        self.assertIn("consumers from Placement (the compute API's server "
+                      "list was not read: ", check.stderr)
+        check = openstack('nvlink', 'check', '--topology',
+                          fbase.H100_TOPOLOGY, '--consumers', 'nova', *auth)
+        self.assertEqual(1, check.returncode, check.stderr)
+        self.assertIn("--consumers nova: cannot read the compute API's "
+                      "server list (", check.stderr)
+        self.assertNotIn('Traceback', check.stderr)
 
         # Export the live state; the snapshot replays to the same check.
         out = os.path.join(self.useFixture(fixtures.TempDir()).path,

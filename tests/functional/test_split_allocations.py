@@ -12,6 +12,7 @@ import os
 import fixtures
 from oslotest import base as oslotest_base
 
+from nvlink_placement.flavors import servers
 from nvlink_placement.placement import snapshot
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
@@ -29,6 +30,7 @@ MODULE = {m: a.upper() for a, m in novalike.BOARD1.items()}
 SPLIT_PAIR = 'a1a1a1a1-0000-4000-8000-000000000001'     # modules 1, 2
 GOOD_PAIR = 'a1a1a1a1-0000-4000-8000-000000000002'      # modules 5, 7
 SPLIT_QUAD = 'a1a1a1a1-0000-4000-8000-000000000003'     # modules 3, 4, 6, 8
+SINGLE = 'a1a1a1a1-0000-4000-8000-000000000004'
 
 
 def gpu(module):
@@ -134,6 +136,67 @@ class TestSplitAllocations(base.PlacementTestCase):
         # per GPU in use: 8).
         self.assertEqual({'GET': 2 + 2 + 1 + 3}, dict(self.client.requests))
 
+    def as_nova_writes(self, consumers):
+        """Reallocate ``{consumer: modules}`` with VCPU and memory."""
+        for consumer in (SPLIT_PAIR, GOOD_PAIR, SPLIT_QUAD):
+            self.client.request('DELETE', '/allocations/%s' % consumer,
+                                expect=(204,))
+        for consumer, modules in consumers.items():
+            allocations = {self.names[gpu(m)]: {novalike.GPU_RC: 1}
+                           for m in modules}
+            allocations[self.names[HOST]] = {'VCPU': 4, 'MEMORY_MB': 1024}
+            novalike.allocate(self.client, consumer, allocations)
+
+    def test_nova_servers_one_read_per_multi_gpu_server(self):
+        # Nova's server list names the instances and their flavors' PCI
+        # devices: the 1-GPU server is not read, nor is the node.
+        self.as_nova_writes({SPLIT_PAIR: (1, 2), SPLIT_QUAD: (3, 4, 6, 8),
+                             SINGLE: (5,)})
+        listed = servers.by_node([
+            servers.Server(SPLIT_PAIR, HOST, 2),
+            servers.Server(SPLIT_QUAD, HOST, 4),
+            servers.Server(SINGLE, HOST, 1),
+            servers.Server('elsewhere', 'compute-99', 2)])
+        self.client.requests.clear()
+        findings = run.run(self.client, self.hosts, apply=False,
+                           allocations=run.ALL_HOSTS,
+                           servers=listed).findings
+        self.assertEqual([SPLIT_PAIR, SPLIT_QUAD],
+                         [f.consumer for f in findings])
+        # Planning 2, free GPUs 2, the two multi-GPU servers 2.
+        self.assertEqual({'GET': 2 + 2 + 2}, dict(self.client.requests))
+
+    def test_nova_servers_unknown_flavor_is_read(self):
+        self.as_nova_writes({SPLIT_PAIR: (1, 2), SINGLE: (5,)})
+        listed = servers.by_node([servers.Server(SPLIT_PAIR, HOST, None),
+                                  servers.Server(SINGLE, HOST, 1)])
+        self.client.requests.clear()
+        findings = run.run(self.client, self.hosts, apply=False,
+                           allocations=run.ALL_HOSTS,
+                           servers=listed).findings
+        self.assertEqual([SPLIT_PAIR], [f.consumer for f in findings])
+        self.assertEqual({'GET': 2 + 2 + 1}, dict(self.client.requests))
+
+    def test_consumer_nova_does_not_list_is_found(self):
+        # A consumer missing from the server list (a migration's, or one
+        # created since the list was read) leaves GPUs in use that the
+        # listed servers do not account for: that host is read from
+        # Placement, and the split is still found.
+        self.as_nova_writes({SPLIT_PAIR: (1, 2), SPLIT_QUAD: (3, 4, 6, 8),
+                             SINGLE: (5,)})
+        listed = servers.by_node([servers.Server(SPLIT_PAIR, HOST, 2),
+                                  servers.Server(SINGLE, HOST, 1)])
+        self.client.requests.clear()
+        findings = run.run(self.client, self.hosts, apply=False,
+                           allocations=run.ALL_HOSTS,
+                           servers=listed).findings
+        self.assertEqual([SPLIT_PAIR, SPLIT_QUAD],
+                         [f.consumer for f in findings])
+        # Planning 2, free GPUs 2, the listed 2-GPU server 1, then the
+        # node 1 and the two consumers not read yet 2.
+        self.assertEqual({'GET': 2 + 2 + 1 + 1 + 2},
+                         dict(self.client.requests))
+
 
 class TestCommands(oslotest_base.BaseTestCase):
     """``check`` exits 2 on a split instance; ``reshape`` warns."""
@@ -175,6 +238,18 @@ class TestCommands(oslotest_base.BaseTestCase):
         self.assertTrue(json.loads(check.stdout)[0]['repair'].startswith(
             'not automatic: move instance %s into one NVLink domain'
             % SPLIT_PAIR))
+        # The same with --consumers placement; nova needs the live cloud.
+        again = cli.run(self, 'nvlink', 'check', '--topology',
+                        base.H100_TOPOLOGY, '--snapshot', after, '-f',
+                        'json', '--consumers', 'placement')
+        self.assertEqual((2, check.stdout), (again.code, again.stdout))
+        refused = cli.run(self, 'nvlink', 'check', '--topology',
+                          base.H100_TOPOLOGY, '--snapshot', after,
+                          '--consumers', 'nova')
+        self.assertEqual(3, refused.code, refused.stderr)
+        self.assertIn('--consumers nova reads the live compute API; with '
+                      '--snapshot the allocations are in the file',
+                      refused.stderr)
 
 
 V100_RC = 'CUSTOM_PCI_10DE_1DB5'

@@ -1,0 +1,146 @@
+"""``check`` learns the GPU consumers from Nova's own server list.
+
+One HGX H100 compute on the flat tree, upstream flavors of 1 and 2 GPUs
+(``pci_passthrough:alias=h100:N``): Nova 34 gives each server whatever
+GPUs come first, so 2-GPU servers can straddle two NVLink pairs. After
+``reshape``, ``check`` finds them. With ``--consumers nova`` it reads
+Nova's ``GET /servers/detail`` (paged: ``[api] max_limit`` set to 2 here,
+so the marker is followed) and then Placement once per server of two GPUs
+or more; with ``--consumers placement`` it reads the compute node and
+every consumer there. Both find the same split servers, and those are the
+servers whose GPUs (read from Placement) share no pair of the topology.
+"""
+
+import json
+import os
+import warnings
+
+import fixtures
+from nova.api import auth as nova_auth
+import yaml
+
+from nova_tests import base
+from nvlink_placement.flavors import servers
+from nvlink_placement.plan import desired
+from nvlink_placement.plan import run
+from nvlink_placement.topology import loader
+
+HOST = 'compute-01'
+CLOUD = 'nova34-check'
+#: Placement's fixture (noauth2) takes 'admin' as an admin token; Nova's
+#: API is told the same below.
+TOKEN = 'admin'
+#: GPUs per server, in boot order: 2-GPU servers between 1-GPU ones, so
+#: that some of them straddle two pairs.
+BOOTS = (1, 2, 2, 1, 2)
+
+
+class TestCheckConsumers(base.NovaTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(max_limit=2, group='api')
+        # Nova's marker lookup uses noload(), deprecated in SQLAlchemy 2.1:
+        # the framework turns the warning into an error (HTTP 500).
+        warnings.filterwarnings('ignore', message='The noload')
+        self.start_board(HOST)
+        flavors = {}
+        for size in (1, 2):
+            flavors[size] = self._create_flavor(
+                name='upstream.%dx' % size, vcpu=size, memory_mb=512 * size,
+                disk=1, extra_spec={'pci_passthrough:alias': '%s:%d' % (
+                    base.ALIAS, size)})
+        self.servers = [self._create_server(flavor_id=flavors[size],
+                                            networks=[])
+                        for size in BOOTS]
+        self.reshape([HOST])
+        api = self.api_fixture.admin_api
+        stub = nova_auth.NovaKeystoneContext._create_context
+
+        def from_token(env, **kwargs):
+            if ('HTTP_X_AUTH_USER' not in env and
+                    env.get('HTTP_X_AUTH_TOKEN') == TOKEN):
+                env.update({'HTTP_X_AUTH_USER': 'admin',
+                            'HTTP_X_AUTH_PROJECT_ID': api.project_id,
+                            'HTTP_X_ROLES': 'reader,member,admin'})
+            return stub(env, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.api.auth.NovaKeystoneContext._create_context', from_token))
+        clouds = os.path.join(self.tmp, 'clouds.yaml')
+        with open(clouds, 'w') as f:
+            yaml.safe_dump({'clouds': {CLOUD: {
+                'auth_type': 'admin_token',
+                'auth': {'endpoint': self.placement_fixture.endpoint,
+                         'token': TOKEN},
+                'compute_endpoint_override': api.base_url}}}, f)
+        self.useFixture(fixtures.EnvironmentVariable(
+            'OS_CLIENT_CONFIG_FILE', clouds))
+
+    def split_servers(self):
+        """Servers whose GPUs share no pair, judged from Placement."""
+        topology = loader.parse(base.topology_document([HOST]), '<test>')
+        host = topology.hosts[HOST]
+        names = {uuid: name for name, (uuid, _) in self.providers().items()}
+        split = []
+        for server in self.servers:
+            allocations = self._get_allocations_by_server_uuid(server['id'])
+            gpus = [names[u].split('_', 1)[1].lower()
+                    for u, a in allocations.items()
+                    if base.RC in a['resources']]
+            if len(gpus) == 2 and host.domain_label(gpus, 2) is None:
+                split.append(server['id'])
+        return sorted(split)
+
+    def cli_check(self, *options):
+        result = base.cli.run(self, '--os-cloud', CLOUD, '-v', 'nvlink',
+                              'check', '--topology', self.topology([HOST]),
+                              '-f', 'json', *options)
+        rows = json.loads(result.stdout) if result.stdout else []
+        return result, sorted(
+            r['detail'].split()[1] for r in rows
+            if r['drift'] == 'split-allocation')
+
+    def test_same_findings_fewer_reads(self):
+        expected = self.split_servers()
+        self.assertNotEqual([], expected, 'no 2-GPU server straddles two '
+                            'pairs: the boot order no longer shows splits')
+
+        listed, pages = servers.read(self.connection().compute)
+        # Five servers, two a page: three pages, following the marker.
+        self.assertEqual(3, pages)
+        self.assertEqual(sorted(s['id'] for s in self.servers),
+                         sorted(s.uuid for s in listed))
+        self.assertEqual({HOST}, {s.node for s in listed})
+        self.assertEqual(sorted(BOOTS), sorted(s.devices for s in listed))
+
+        topology = loader.parse(base.topology_document([HOST]), '<test>')
+        hosts = [desired.from_topology(h) for h in topology.hosts.values()]
+        found = {}
+        for source, given in (('nova', servers.by_node(listed)),
+                              ('placement', None)):
+            client = self.client()
+            result = run.run(client, hosts, apply=False,
+                             allocations=run.ALL_HOSTS, servers=given)
+            found[source] = (sorted(f.consumer for f in result.findings),
+                             client.requests['GET'])
+        self.assertEqual(expected, found['nova'][0])
+        self.assertEqual(expected, found['placement'][0])
+        # Nova's list spares the node's read and the 1-GPU servers'.
+        self.assertEqual(found['placement'][1] - 1 - BOOTS.count(1),
+                         found['nova'][1])
+
+    def test_command_line(self):
+        expected = self.split_servers()
+        result, split = self.cli_check('--consumers', 'nova')
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual(expected, split)
+        self.assertIn('consumers from the compute API: 5 servers in 3 reads',
+                      result.stderr)
+        # auto is nova when the compute API answers.
+        result, split = self.cli_check()
+        self.assertEqual((2, expected), (result.code, split), result.stderr)
+        self.assertIn('consumers from the compute API', result.stderr)
+        result, split = self.cli_check('--consumers', 'placement')
+        self.assertEqual((2, expected), (result.code, split), result.stderr)
+        self.assertNotIn('consumers from the compute API', result.stderr)

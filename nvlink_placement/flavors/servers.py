@@ -1,0 +1,116 @@
+"""Nova's servers and the PCI devices their flavors ask for.
+
+``check`` looks for split allocations: consumers holding GPUs of two
+NVLink domains. Placement has no listing of consumers, so it learns them
+per host (the compute node's allocations); Nova's server list names every
+instance, its compute node and its flavor in one paged read, so ``check``
+needs Placement only for the servers that can be split: those whose
+flavor asks for two PCI devices or more (:func:`read`).
+
+Source of the facts: ``GET /servers/detail`` with ``all_tenants``
+(admin), paged by ``limit``/``marker`` with a ``servers_links`` "next"
+link while more are left (Nova's ``[api] max_limit``, 1000 by default,
+caps a page); from microversion 2.47 each server embeds its flavor with
+``extra_specs`` (``nova/api/openstack/compute/views/servers.py``); the
+node, ``OS-EXT-SRV-ATTR:hypervisor_hostname``, is the name of its compute
+node resource provider in Placement (``nova/compute/resource_tracker.py``
+reports one per node under that name).
+"""
+
+import dataclasses
+import urllib.parse
+
+from nvlink_placement.flavors import generate
+
+#: The microversion of the server list: flavors embedded with extra specs.
+MICROVERSION = '2.47'
+#: Servers per page asked for (Nova caps it at its ``[api] max_limit``).
+PAGE = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    """One instance as ``check`` needs it.
+
+    :ivar uuid: the server id, which is its Placement consumer.
+    :ivar node: its compute node (hypervisor hostname), or None (not on a
+        host: building, shelved offloaded).
+    :ivar devices: PCI devices its flavor asks for, or None when not known
+        (extra specs hidden by policy, a value this module cannot read).
+    """
+    uuid: str
+    node: object
+    devices: object
+
+
+def pci_devices(extra_specs):
+    """PCI devices a flavor's ``pci_passthrough:alias`` asks for.
+
+    ``alias:count`` entries, comma separated (upstream), each optionally
+    followed by ``:group`` (the named groups of the MOSK dialect).
+
+    :param extra_specs: dict, or None when the API did not show them.
+    :returns: int (0 without the key), or None when ``extra_specs`` is
+        None or the value is not of that form.
+    """
+    if extra_specs is None:
+        return None
+    value = extra_specs.get(generate.ALIAS_KEY)
+    if value is None:
+        return 0
+    total = 0
+    for entry in str(value).split(','):
+        parts = entry.strip().split(':')
+        if len(parts) not in (2, 3) or not parts[0] or \
+                not parts[1].strip().isdigit():
+            return None
+        total += int(parts[1])
+    return total
+
+
+def from_body(server):
+    """A :class:`Server` from one entry of ``GET /servers/detail``."""
+    flavor = server.get('flavor')
+    specs = flavor.get('extra_specs') if isinstance(flavor, dict) else None
+    return Server(server['id'],
+                  server.get('OS-EXT-SRV-ATTR:hypervisor_hostname'),
+                  pci_devices(specs))
+
+
+def read(compute):
+    """Every server of every project, in pages of :data:`PAGE`.
+
+    :param compute: a keystoneauth adapter on the compute API (an
+        openstacksdk connection's ``compute`` proxy).
+    :returns: ``(servers, requests)``: :class:`Server` list and the number
+        of pages read.
+    :raises keystoneauth1.exceptions.ClientException: the API refused or
+        did not answer (not an admin: ``all_tenants`` is refused with 403).
+    """
+    servers, requests, marker = [], 0, None
+    while True:
+        query = {'all_tenants': 'True', 'limit': PAGE}
+        if marker:
+            query['marker'] = marker
+        response = compute.get('/servers/detail?' +
+                               urllib.parse.urlencode(query),
+                               microversion=MICROVERSION,
+                               raise_exc=True)
+        requests += 1
+        body = response.json()
+        page = body.get('servers', [])
+        servers.extend(from_body(s) for s in page)
+        more = any(link.get('rel') == 'next'
+                   for link in body.get('servers_links', []))
+        if not page or not more:
+            return servers, requests
+        marker = page[-1]['id']
+
+
+def by_node(servers):
+    """``{node: [Server]}`` of the servers on a node."""
+    out = {}
+    for server in servers:
+        if server.node:
+            out.setdefault(server.node, []).append(server)
+    return out

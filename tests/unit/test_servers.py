@@ -1,0 +1,36 @@
+"""Nova's server list entries and the PCI devices of their flavors."""
+
+from oslotest import base
+
+from nvlink_placement.flavors import servers
+
+
+class TestPciDevices(base.BaseTestCase):
+
+    def test_forms(self):
+        for specs, devices in (
+                ({'pci_passthrough:alias': 'h100:2'}, 2),
+                ({'pci_passthrough:alias': 'h100:4:_h100'}, 4),
+                ({'pci_passthrough:alias': 'h100:1, nic:2'}, 3),
+                ({'hw:cpu_policy': 'dedicated'}, 0),
+                ({}, 0),
+                (None, None),
+                ({'pci_passthrough:alias': 'h100'}, None),
+                ({'pci_passthrough:alias': 'h100:two'}, None),
+                ({'pci_passthrough:alias': ':2'}, None),
+                ({'pci_passthrough:alias': 'a:1:b:c'}, None)):
+            self.assertEqual(devices, servers.pci_devices(specs), specs)
+
+    def test_from_body(self):
+        body = {'id': 's1', 'OS-EXT-SRV-ATTR:hypervisor_hostname': 'cn-1',
+                'flavor': {'original_name': 'gpu.2x', 'extra_specs': {
+                    'pci_passthrough:alias': 'h100:2'}}}
+        self.assertEqual(servers.Server('s1', 'cn-1', 2),
+                         servers.from_body(body))
+        # Extra specs hidden (policy), no node (shelved offloaded).
+        hidden = {'id': 's2', 'flavor': {'original_name': 'gpu.2x'}}
+        self.assertEqual(servers.Server('s2', None, None),
+                         servers.from_body(hidden))
+        self.assertEqual({'cn-1': [servers.Server('s1', 'cn-1', 2)]},
+                         servers.by_node([servers.from_body(body),
+                                          servers.from_body(hidden)]))
