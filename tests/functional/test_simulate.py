@@ -15,13 +15,16 @@ import yaml
 
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
+from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_api
 from nvlink_placement.topology import loader
 from tests.functional import base as fbase
 from tests.functional import cli
 from tests import novalike
+from tests import placement_server
 
 RC = novalike.GPU_RC
 WORKLOAD = {'version': 1, 'seed': 11, 'events': 24,
@@ -249,6 +252,28 @@ class TestDefrag(_Files):
                                         for a in group.members), offered)
         self.assertEqual(set(), {s for s in offered
                                  if not s <= set(names.values())})
+
+    def test_live_cloud_is_read_not_written(self):
+        # Against a live Placement (gunicorn, over HTTP): the same advice
+        # as from the snapshot, and the cloud is left as it was.
+        server = placement_server.PlacementServer(
+            snapshot=snapshot.read_file(self.reshaped)).start()
+        self.addCleanup(server.stop)
+        before = self.live_state(server)
+        live = cli.run(self, *server.cli_auth(), 'nvlink', 'defrag',
+                       '--topology', fbase.H100_TOPOLOGY, '--flavors',
+                       self.flavors, '--resource-class', RC, '--size', '4',
+                       '--count', '2', '-f', 'json')
+        self.assertEqual(0, live.code, live.stderr)
+        offline = self.defrag(self.reshaped, '--size', '4', '--count', '2',
+                              '-f', 'json')
+        self.assertEqual(json.loads(offline.stdout), json.loads(live.stdout))
+        self.assertEqual(2, len(json.loads(live.stdout)))
+        self.assertEqual(before, self.live_state(server))
+
+    def live_state(self, server):
+        return json.dumps(snapshot_api.export(
+            pc.PlacementClient(server.adapter())), sort_keys=True)
 
     def test_commands_and_shortfall(self):
         result = self.defrag(self.reshaped, '--size', '4', '--count', '3',
