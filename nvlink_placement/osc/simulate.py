@@ -191,8 +191,9 @@ class Defrag(commands.OwnOutput, commands.Lister):
     Reads the current state (live, or --snapshot FILE): which servers
     (consumers) hold which GPUs. A cold migration frees all of a server's
     GPUs on its host, so a domain is freed by moving every server holding
-    one of its GPUs; domains are taken cheapest first (exact when no
-    server spans two domains). Each move's destination is checked against
+    one of its GPUs; the domains chosen need the fewest moves in all (a
+    server spanning two domains of its host moves once for both). Each
+    move's destination is checked against
     Placement: the server's flavor (matched from --flavors by its
     resources) must have an allocation candidate on that host, and the
     GPUs Nova would give it there (the host's first candidate) must not

@@ -9,8 +9,12 @@ get K free NVLink domains of N GPUs:
    flavors file by its VCPU / MEMORY_MB / DISK_GB and GPU count).
 2. Repeat until K domains are free: for every domain not free (a fixed
    N-GPU domain of the topology, or one more N GPUs of a mesh) the
-   servers that must leave; take the cheapest (fewest servers; ties: host
-   and domain order). Each of those servers needs a destination: a host
+   servers that must leave; choose the domains to free that need the
+   fewest servers in all (:meth:`_Planner.cheapest`: a server holding
+   GPUs of two domains of its host moves once for both, so the domains of
+   each host are weighed together, every combination, and the hosts
+   combined exactly; ties: host and domain order) and free the first of
+   them. Each of its servers needs a destination: a host
    other than its own where its flavor's ``GET /allocation_candidates``
    (Nova's query) has a candidate, tried in Nova's weighed order
    (:mod:`.choice`), where *every* candidate uses no GPU of a domain
@@ -26,13 +30,15 @@ get K free NVLink domains of N GPUs:
 4. Proof: the N-GPU flavor's query, sent at the end, must offer every
    freed domain.
 
-Greedy, so the fewest moves when no server holds GPUs of two candidate
-domains and every server can move (then the costs are independent and
-the cheapest domains are the best choice); otherwise a good answer, not
-a proven minimum.
+The fewest moves when every server chosen can move; a server with no
+destination makes its domain skipped and the choice is made again without
+it (then a good answer, not a proven minimum). A host with more than
+:data:`MAX_COMBINED` domains to choose from has its domains weighed one by
+one.
 """
 
 import dataclasses
+import itertools
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import request as request_mod
@@ -43,6 +49,9 @@ COLUMNS = ('step', 'server', 'flavor', 'source', 'destination', 'frees',
            'command')
 MIGRATE_MICROVERSION = '2.56'     # compute API: cold migrate with --host
 CONSUMER_VERSION = '1.28'         # consumer generations in /allocations
+#: Domains of one host weighed in every combination (8: a 16-GPU board's
+#: pairs, 255 combinations); above it, one by one.
+MAX_COMBINED = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +249,44 @@ class _Planner(object):
         out.sort(key=lambda o: o[:2] + (o[3],))
         return out
 
+    def cheapest(self, skipped, wanted):
+        """The cheapest options (:meth:`options`) freeing ``wanted`` more.
+
+        As many domains as can be when fewer, in option order. Cost: the
+        distinct servers to move. Per host, every combination of its fixed
+        domains (a server spanning two moves once); meshes and hosts above
+        :data:`MAX_COMBINED` domains one option at a time. Hosts are
+        combined by dynamic programming over the count freed.
+        """
+        options = self.options(skipped)
+        by_host = {}
+        for option in options:
+            by_host.setdefault(option[2], []).append(option)
+        # best[k] = (servers to move, chosen options) freeing k domains.
+        best = {0: (0, ())}
+        for name in self.order:
+            host_options = by_host.get(name, [])
+            fixed = [o for o in host_options
+                     if o[3] in self.hosts[name].fixed_domains(
+                         self.size).values()]
+            bundles = [(1, o[0], (o,)) for o in host_options
+                       if o not in fixed or len(fixed) > MAX_COMBINED]
+            if fixed and len(fixed) <= MAX_COMBINED:
+                for r in range(1, min(wanted, len(fixed)) + 1):
+                    for combo in itertools.combinations(fixed, r):
+                        servers = {s.uuid for o in combo for s in o[5]}
+                        bundles.append((r, len(servers), combo))
+            step = dict(best)
+            for freed, (cost, chosen) in best.items():
+                for r, more, combo in bundles:
+                    k = min(wanted, freed + r)
+                    total = cost + more
+                    if k not in step or total < step[k][0]:
+                        step[k] = (total, chosen + combo)
+            best = step
+        _, chosen = best[max(best)]
+        return sorted(chosen, key=options.index)
+
     # -- moves --------------------------------------------------------------
 
     def destination(self, server, protected):
@@ -317,7 +364,7 @@ def advise(client, hosts, queries, size, count):
     moves, freed, skipped = [], [], set()
     protected = {}
     while planner.total_free() < count:
-        options = planner.options(skipped)
+        options = planner.cheapest(skipped, count - planner.total_free())
         if not options:
             break
         _, _, name, label, domain, servers = options[0]

@@ -312,3 +312,55 @@ class TestDefrag(_Files):
         self.assertEqual(1, result.code)
         self.assertIn('Placement refused its query (No such trait(s): '
                       'CUSTOM_PCI_GROUP4.)', result.stderr)
+
+
+class TestDefragWeighsDomainsTogether(_Files):
+    """Servers spanning two quads: freeing both quads of one host at once.
+
+    compute-01: x (module 1), s (modules 3 and 7), y (module 5): each quad
+    needs 2 moves, both need 3 (x, s, y). compute-02: u (modules 1, 5) and
+    v (3, 7) each hold GPUs of both quads: 2 moves free both. Taking the
+    cheapest quad first (compute-01's first, by host order) would take 3.
+    """
+
+    def setUp(self):
+        super().setUp()
+        topology = loader.load(fbase.H100_TOPOLOGY)
+        document = nova_tree.from_topology(topology, resource_class=RC)
+        module = {name: {g.module_id: a for a, g in h.gpus.items()}
+                  for name, h in topology.hosts.items()}
+        one, two = (16, 131072), (32, 262144)
+        self.names = {}
+        for name, host, modules, size in (
+                ('x', 'compute-01', (1,), one),
+                ('s', 'compute-01', (3, 7), two),
+                ('y', 'compute-01', (5,), one),
+                ('u', 'compute-02', (1, 5), two),
+                ('v', 'compute-02', (3, 7), two)):
+            uuid = nova_tree.node_uuid('server-%s' % name)
+            self.names[uuid] = name
+            document['allocations'][uuid] = _consumer(
+                host, [module[host][m] for m in modules], *size)
+        flat = self.write('flat.json', document)
+        self.reshaped = os.path.join(self.tmp, 'reshaped.json')
+        result = cli.run(self, 'nvlink', 'reshape', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot', flat,
+                         '--save-snapshot', self.reshaped)
+        self.assertEqual(0, result.code, result.stderr)
+
+    def test_fewest_moves(self):
+        result = cli.run(self, 'nvlink', 'defrag', '--topology',
+                         fbase.H100_TOPOLOGY, '--flavors', self.flavors,
+                         '--resource-class', RC, '--snapshot', self.reshaped,
+                         '--size', '4', '--count', '2', '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        # Moving u and v for quad a frees quad b with it.
+        self.assertEqual(
+            [('u', 'compute-02', 'compute-01',
+              'compute-02_nvlink-group-of-4-a'),
+             ('v', 'compute-02', 'compute-01',
+              'compute-02_nvlink-group-of-4-a')],
+            [(self.names[m['server']], m['source'], m['destination'],
+              m['frees']) for m in json.loads(result.stdout)])
+        self.assertIn('defrag: 0 free 4-GPU domain(s) before, 2 after 2 '
+                      'move(s)', result.stderr)
