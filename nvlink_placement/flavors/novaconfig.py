@@ -50,6 +50,19 @@ WIDE_REASON = (
     'N=8 unfinished after 3.5 minutes; with these settings N=8 takes 2.4 s')
 
 
+#: Nova's [scheduler] max_placement_results default: the limit of every
+#: allocation candidates query.
+MAX_PLACEMENT_RESULTS = 1000
+REACH_REASON = (
+    'the topology has %d GPUs, more free GPU sets than the 1000 candidates '
+    'Nova asks for: in its default order Placement builds every candidate '
+    'and the first 1000 come from some of the hosts (measured, 1000 HGX '
+    'H100 hosts, openstack-placement 16.0.0: the 1-GPU flavor reached 666 '
+    'hosts, the 2-GPU 690); breadth-first takes one candidate per host '
+    'before a second, so Nova sees every host with a free set (up to 1000), '
+    'and the generation stops at the limit. Both options exist from '
+    'Placement 2023.2 on (backported with the fix of bug 2070257)')
+
 # placement.conf settings for wide trees: (section, option, value, why).
 WIDE_SETTINGS = (
     ('placement', 'max_allocation_candidates', '1000', None),
@@ -234,12 +247,18 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     wide = wide_hosts(hosts)
     unnamed = [n for n, k in kinds.items()
                if k != generate.SINGLE and not named]
+    gpus = sum(len(h.usable()) for h in hosts)
     if wide and unnamed and max(unnamed) > WIDE_FLAVOR_GPUS:
         reason = WIDE_REASON % (_names(wide), WIDE_HOST_GPUS, max(unnamed))
         rows += [Setting(PLACEMENT, section, option, value,
                          reason if i == 0 else why)
                  for i, (section, option, value, why)
                  in enumerate(WIDE_SETTINGS)]
+    elif gpus > MAX_PLACEMENT_RESULTS:
+        rows += [Setting(PLACEMENT, section, option, value,
+                         REACH_REASON % gpus if i == 0 else why)
+                 for i, (section, option, value, why)
+                 in enumerate(WIDE_SETTINGS[:2])]
     return rows + numa_advice(hosts, sizes)
 
 

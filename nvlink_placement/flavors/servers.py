@@ -17,6 +17,7 @@ node resource provider in Placement (``nova/compute/resource_tracker.py``
 reports one per node under that name).
 """
 
+import contextlib
 import dataclasses
 import urllib.parse
 
@@ -87,6 +88,27 @@ def read(compute):
     :raises keystoneauth1.exceptions.ClientException: the API refused or
         did not answer (not an admin: ``all_tenants`` is refused with 403).
     """
+    return _pages(compute)
+
+
+@contextlib.contextmanager
+def bounded(session, timeout):
+    """Give each request of keystoneauth ``session`` ``timeout`` seconds.
+
+    The session's own timeout, so that it also bounds the version
+    discovery keystoneauth runs when openstacksdk makes its compute proxy
+    (before any page is asked for). None or 0 leaves it as it is.
+    """
+    kept = session.timeout
+    if timeout:
+        session.timeout = timeout
+    try:
+        yield
+    finally:
+        session.timeout = kept
+
+
+def _pages(compute):
     servers, requests, marker = [], 0, None
     while True:
         query = {'all_tenants': 'True', 'limit': PAGE}
@@ -94,8 +116,7 @@ def read(compute):
             query['marker'] = marker
         response = compute.get('/servers/detail?' +
                                urllib.parse.urlencode(query),
-                               microversion=MICROVERSION,
-                               raise_exc=True)
+                               microversion=MICROVERSION, raise_exc=True)
         requests += 1
         body = response.json()
         page = body.get('servers', [])

@@ -429,7 +429,10 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     allow_pci_traits_in_flavor), report_in_placement, [filter_scheduler]
     pci_in_placement and PciPassthroughFilter; with --dialect upstream the
     Placement wide-tree settings when a host has 8 or more GPUs of one
-    class and a flavor asks for more than 4; and,
+    class and a flavor asks for more than 4; when the topology has more
+    than 1000 GPUs (more 1-GPU candidates than Nova asks for), Placement's
+    max_allocation_candidates and breadth-first generation, so that Nova's
+    1000 candidates come from every host; and,
     with NUMA data from host inspection, per-size hw:numa_nodes /
     hw:pci_numa_affinity_policy advice naming the domains that span NUMA
     nodes. --ini prints ready-to-paste config fragments. The settings are

@@ -247,6 +247,18 @@ class Flatten(_PlanCommand):
                           more_hosts=owned if parsed_args.all else None)
 
 
+#: Auth types without a service catalog: every service would be asked at
+#: the one endpoint they are given (Placement's, for this tool).
+NO_CATALOG = ('admin_token', 'token_endpoint', 'none', 'noauth',
+              'http_basic')
+
+
+def _has_compute_endpoint(config):
+    """Whether an openstacksdk ``CloudRegion`` can name a compute API."""
+    return bool(config.get_endpoint('compute')) or \
+        config.config.get('auth_type') not in NO_CATALOG
+
+
 class Check(_PlanCommand):
     """Compare Placement with the topology; exit 2 when they differ.
 
@@ -383,9 +395,16 @@ class Check(_PlanCommand):
         if source == PLACEMENT:
             return None
         try:
-            connection = live.authenticate(self.app, 'compute API')
-            listed, pages = servers_mod.read(
-                connection.sdk_connection.compute)
+            sdk = live.authenticate(self.app, 'compute API').sdk_connection
+            if source == AUTO and not _has_compute_endpoint(sdk.config):
+                LOG.info('consumers from Placement (no compute API: auth '
+                         'type %s has no service catalog and no '
+                         'compute_endpoint_override is set)',
+                         sdk.config.config.get('auth_type'))
+                return None
+            with servers_mod.bounded(sdk.session,
+                                     parsed_args.request_timeout):
+                listed, pages = servers_mod.read(sdk.compute)
         except (ks_exc.ClientException, sdk_exc.SDKException,
                 errors.NvlinkError) as exc:
             detail = live.one_line(exc)

@@ -82,13 +82,16 @@ class TestReshapeOverHttp(base.BaseTestCase):
         check = openstack('nvlink', 'check', '--topology',
                           fbase.H100_TOPOLOGY, *auth)
         self.assertEqual(0, check.returncode, check.stderr)
-        # No compute API behind these credentials: auto reads the
-        # consumers from Placement and says why with -v; nova is an error.
+        # No compute API behind these credentials (admin_token: no
+        # catalog, no compute_endpoint_override): auto does not ask, reads
+        # the consumers from Placement and says why with -v; nova asks
+        # (at the one endpoint there is) and fails.
         check = openstack('-v', 'nvlink', 'check', '--topology',
                           fbase.H100_TOPOLOGY, *auth)
         self.assertEqual(0, check.returncode, check.stderr)
-        self.assertIn("consumers from Placement (the compute API's server "
-                      "list was not read: ", check.stderr)
+        self.assertIn('consumers from Placement (no compute API: auth type '
+                      'admin_token has no service catalog and no '
+                      'compute_endpoint_override is set)', check.stderr)
         check = openstack('nvlink', 'check', '--topology',
                           fbase.H100_TOPOLOGY, '--consumers', 'nova', *auth)
         self.assertEqual(1, check.returncode, check.stderr)
@@ -155,6 +158,46 @@ class TestUnreachablePlacement(base.BaseTestCase):
                       '/v3/auth/tokens timed out'
                       % listener.getsockname()[1], result.stderr)
         self.assertNotIn('Traceback', result.stderr)
+
+    def test_compute_api_that_never_answers(self):
+        # The server list waits --request-timeout per page: nova fails
+        # saying so, auto goes on with Placement's consumers.
+        listener = socket.socket()
+        self.addCleanup(listener.close)
+        listener.bind(('127.0.0.1', 0))
+        listener.listen(16)
+        server = placement_server.PlacementServer().start()
+        self.addCleanup(server.stop)
+        novalike.seed_host(pc.PlacementClient(server.adapter()),
+                           'compute-01', novalike.BOARD1)
+        tmp = self.useFixture(fixtures.TempDir()).path
+        clouds = os.path.join(tmp, 'clouds.yaml')
+        with open(clouds, 'w') as f:
+            json.dump({'clouds': {'hung': {
+                'auth_type': 'admin_token',
+                'auth': {'endpoint': server.url, 'token': 'admin'},
+                'compute_endpoint_override': 'http://127.0.0.1:%d/v2.1'
+                % listener.getsockname()[1]}}}, f)
+        env = dict({k: v for k, v in os.environ.items()
+                    if not k.startswith('OS_')}, OS_CLIENT_CONFIG_FILE=clouds)
+        command = [os.path.join(os.path.dirname(sys.executable), 'openstack'),
+                   '--os-cloud', 'hung', '-v', 'nvlink', 'check',
+                   '--topology', fbase.H100_TOPOLOGY, '--host', 'compute-01',
+                   '--request-timeout', '1']
+        result = subprocess.run(command + ['--consumers', 'nova'],
+                                capture_output=True, text=True, env=env,
+                                timeout=120)
+        self.assertEqual(1, result.returncode, result.stderr)
+        self.assertIn("--consumers nova: cannot read the compute API's "
+                      "server list (", result.stderr)
+        # Named (the discovery keystoneauth runs first is what times out).
+        self.assertIn('http://127.0.0.1:%d/v2.1' % listener.getsockname()[1],
+                      result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        result = subprocess.run(command, capture_output=True, text=True,
+                                env=env, timeout=120)
+        self.assertEqual(2, result.returncode, result.stderr)
+        self.assertIn('consumers from Placement', result.stderr)
 
     def test_every_live_command_takes_the_option_it_names(self):
         # The message names --retry-window: each command that reads a live

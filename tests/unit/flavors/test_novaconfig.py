@@ -98,6 +98,32 @@ class TestSettings(base.BaseTestCase):
         small = helpers.hosts(p=helpers.pcie_pairs(4))
         self.assertEqual([], novaconfig.wide_hosts(small))
 
+    def test_reach_settings_past_the_limit(self):
+        # 126 HGX boards: 1008 GPUs, more 1-GPU candidates than Nova's
+        # 1000. The mosk dialect gets the two settings that give reach
+        # (no wide-tree workaround: member traits need none); 125 boards
+        # (1000 GPUs) get none.
+        many = helpers.hosts(**{'cn-%03d' % i: helpers.h100_host()
+                                for i in range(126)})
+        placement = [(s.section, s.option, s.value) for s in
+                     novaconfig.settings(many, 'h100', vendor_id='10de',
+                                         product_id='2330')
+                     if s.service == novaconfig.PLACEMENT]
+        self.assertEqual([
+            ('placement', 'max_allocation_candidates', '1000'),
+            ('placement', 'allocation_candidates_generation_strategy',
+             'breadth-first')], placement)
+        reason = [s.reason for s in novaconfig.settings(
+            many, 'h100', vendor_id='10de', product_id='2330')
+            if s.option == 'max_allocation_candidates'][0]
+        self.assertTrue(reason.startswith('the topology has 1008 GPUs'),
+                        reason)
+        fewer = helpers.hosts(**{'cn-%03d' % i: helpers.h100_host()
+                                 for i in range(125)})
+        self.assertEqual([], [s for s in novaconfig.settings(
+            fewer, 'h100', vendor_id='10de', product_id='2330')
+            if s.service == novaconfig.PLACEMENT])
+
     def test_resource_class(self):
         hosts = helpers.hosts(**{'compute-01': helpers.h100_host(
             details=inspected(resource_class='CUSTOM_H100_SXM'))})
