@@ -65,6 +65,7 @@ import fixtures
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
+from nova.api import auth as nova_auth
 from nova.scheduler.client import report
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import test_pci_in_placement
@@ -229,6 +230,40 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
         self.device_spec = device_specs()
 
     # -- the cloud ---------------------------------------------------------
+
+    def use_cloud(self, name, token='admin'):
+        """Point ``OS_CLIENT_CONFIG_FILE`` at a cloud ``name``.
+
+        ``admin_token`` auth with ``token``: Placement's fixture (noauth2)
+        takes ``admin`` as an admin token, and Nova's API, whose framework
+        stubs keystonemiddleware and builds the request context from the
+        ``X-Auth-User`` / ``X-Roles`` headers of its own test client, is
+        told that ``token`` stands for an admin of the framework's project
+        (what keystonemiddleware would put in the request after validating
+        a token). The compute API is ``compute_endpoint_override``.
+        """
+        api = self.api_fixture.admin_api
+        stub = nova_auth.NovaKeystoneContext._create_context
+
+        def from_token(env, **kwargs):
+            if ('HTTP_X_AUTH_USER' not in env and
+                    env.get('HTTP_X_AUTH_TOKEN') == token):
+                env.update({'HTTP_X_AUTH_USER': 'admin',
+                            'HTTP_X_AUTH_PROJECT_ID': api.project_id,
+                            'HTTP_X_ROLES': 'reader,member,admin'})
+            return stub(env, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.api.auth.NovaKeystoneContext._create_context', from_token))
+        clouds = os.path.join(self.tmp, 'clouds.yaml')
+        with open(clouds, 'w') as f:
+            yaml.safe_dump({'clouds': {name: {
+                'auth_type': 'admin_token',
+                'auth': {'endpoint': self.placement_fixture.endpoint,
+                         'token': token},
+                'compute_endpoint_override': api.base_url}}}, f)
+        self.useFixture(fixtures.EnvironmentVariable(
+            'OS_CLIENT_CONFIG_FILE', clouds))
 
     def start_compute(self, hostname='compute1', *args, **kwargs):
         """Nova's ``start_compute`` with ``hostname``'s ``[pci] device_spec``.

@@ -12,12 +12,7 @@ servers whose GPUs (read from Placement) share no pair of the topology.
 """
 
 import json
-import os
 import warnings
-
-import fixtures
-from nova.api import auth as nova_auth
-import yaml
 
 from nova_tests import base
 from nvlink_placement.flavors import servers
@@ -27,9 +22,6 @@ from nvlink_placement.topology import loader
 
 HOST = 'compute-01'
 CLOUD = 'nova34-check'
-#: Placement's fixture (noauth2) takes 'admin' as an admin token; Nova's
-#: API is told the same below.
-TOKEN = 'admin'
 #: GPUs per server, in boot order: 2-GPU servers between 1-GPU ones, so
 #: that some of them straddle two pairs.
 BOOTS = (1, 2, 2, 1, 2)
@@ -54,28 +46,7 @@ class TestCheckConsumers(base.NovaTestCase):
                                             networks=[])
                         for size in BOOTS]
         self.reshape([HOST])
-        api = self.api_fixture.admin_api
-        stub = nova_auth.NovaKeystoneContext._create_context
-
-        def from_token(env, **kwargs):
-            if ('HTTP_X_AUTH_USER' not in env and
-                    env.get('HTTP_X_AUTH_TOKEN') == TOKEN):
-                env.update({'HTTP_X_AUTH_USER': 'admin',
-                            'HTTP_X_AUTH_PROJECT_ID': api.project_id,
-                            'HTTP_X_ROLES': 'reader,member,admin'})
-            return stub(env, **kwargs)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.api.auth.NovaKeystoneContext._create_context', from_token))
-        clouds = os.path.join(self.tmp, 'clouds.yaml')
-        with open(clouds, 'w') as f:
-            yaml.safe_dump({'clouds': {CLOUD: {
-                'auth_type': 'admin_token',
-                'auth': {'endpoint': self.placement_fixture.endpoint,
-                         'token': TOKEN},
-                'compute_endpoint_override': api.base_url}}}, f)
-        self.useFixture(fixtures.EnvironmentVariable(
-            'OS_CLIENT_CONFIG_FILE', clouds))
+        self.use_cloud(CLOUD)
 
     def split_servers(self):
         """Servers whose GPUs share no pair, judged from Placement."""

@@ -16,11 +16,6 @@ after validating a token).
 """
 
 import json
-import os
-
-import fixtures
-from nova.api import auth as nova_auth
-import yaml
 
 from nova_tests import base
 from nova_tests import series
@@ -33,28 +28,7 @@ class TestFlavorApply(base.NovaTestCase):
 
     def setUp(self):
         super().setUp()
-        api = self.api_fixture.admin_api
-        stub = nova_auth.NovaKeystoneContext._create_context
-
-        def from_token(env, **kwargs):
-            if ('HTTP_X_AUTH_USER' not in env and
-                    env.get('HTTP_X_AUTH_TOKEN') == TOKEN):
-                env.update({'HTTP_X_AUTH_USER': 'admin',
-                            'HTTP_X_AUTH_PROJECT_ID': api.project_id,
-                            'HTTP_X_ROLES': 'reader,member,admin'})
-            return stub(env, **kwargs)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.api.auth.NovaKeystoneContext._create_context', from_token))
-        clouds = os.path.join(self.tmp, 'clouds.yaml')
-        with open(clouds, 'w') as f:
-            yaml.safe_dump({'clouds': {CLOUD: {
-                'auth_type': 'admin_token',
-                'auth': {'endpoint': self.placement_fixture.endpoint,
-                         'token': TOKEN},
-                'compute_endpoint_override': api.base_url}}}, f)
-        self.useFixture(fixtures.EnvironmentVariable(
-            'OS_CLIENT_CONFIG_FILE', clouds))
+        self.use_cloud(CLOUD, TOKEN)
         self.topology_path = self.topology(['compute-01'])
 
     def generate(self, *options):

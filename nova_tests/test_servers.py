@@ -13,9 +13,7 @@ import json
 import os
 import urllib.parse
 
-import fixtures
 from nova.tests.functional.api import client as api_client
-import yaml
 
 from nova_tests import base
 from nova_tests import series
@@ -134,16 +132,7 @@ class TestServers(base.NovaTestCase):
         path = os.path.join(self.tmp, 'flavors.json')
         with open(path, 'w') as f:
             json.dump([s.as_dict() for s in specs], f)
-        clouds = os.path.join(self.tmp, 'clouds.yaml')
-        with open(clouds, 'w') as f:
-            yaml.safe_dump({'clouds': {'nova34': {
-                'auth_type': 'admin_token',
-                'auth': {'endpoint': self.placement_fixture.endpoint,
-                         'token': 'admin'},
-                'compute_endpoint_override':
-                    self.api_fixture.admin_api.base_url}}}, f)
-        self.useFixture(fixtures.EnvironmentVariable(
-            'OS_CLIENT_CONFIG_FILE', clouds))
+        self.use_cloud('nova34')
         alias = os.path.join(self.tmp, 'alias.json')
         with open(alias, 'w') as f:
             f.write('[%s]' % base.nova_config()[('pci', 'alias')])

@@ -248,17 +248,16 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     unnamed = [n for n, k in kinds.items()
                if k != generate.SINGLE and not named]
     gpus = sum(len(h.usable()) for h in hosts)
+    placement = ()
     if wide and unnamed and max(unnamed) > WIDE_FLAVOR_GPUS:
         reason = WIDE_REASON % (_names(wide), WIDE_HOST_GPUS, max(unnamed))
-        rows += [Setting(PLACEMENT, section, option, value,
-                         reason if i == 0 else why)
-                 for i, (section, option, value, why)
-                 in enumerate(WIDE_SETTINGS)]
+        placement = WIDE_SETTINGS
     elif gpus > MAX_PLACEMENT_RESULTS:
-        rows += [Setting(PLACEMENT, section, option, value,
-                         REACH_REASON % gpus if i == 0 else why)
-                 for i, (section, option, value, why)
-                 in enumerate(WIDE_SETTINGS[:2])]
+        # Reach only: the generation limit and order, not the workaround.
+        reason, placement = REACH_REASON % gpus, WIDE_SETTINGS[:2]
+    rows += [Setting(PLACEMENT, section, option, value,
+                     reason if i == 0 else why)
+             for i, (section, option, value, why) in enumerate(placement)]
     return rows + numa_advice(hosts, sizes)
 
 

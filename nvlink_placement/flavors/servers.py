@@ -88,27 +88,6 @@ def read(compute):
     :raises keystoneauth1.exceptions.ClientException: the API refused or
         did not answer (not an admin: ``all_tenants`` is refused with 403).
     """
-    return _pages(compute)
-
-
-@contextlib.contextmanager
-def bounded(session, timeout):
-    """Give each request of keystoneauth ``session`` ``timeout`` seconds.
-
-    The session's own timeout, so that it also bounds the version
-    discovery keystoneauth runs when openstacksdk makes its compute proxy
-    (before any page is asked for). None or 0 leaves it as it is.
-    """
-    kept = session.timeout
-    if timeout:
-        session.timeout = timeout
-    try:
-        yield
-    finally:
-        session.timeout = kept
-
-
-def _pages(compute):
     servers, requests, marker = [], 0, None
     while True:
         query = {'all_tenants': 'True', 'limit': PAGE}
@@ -126,6 +105,23 @@ def _pages(compute):
         if not page or not more:
             return servers, requests
         marker = page[-1]['id']
+
+
+@contextlib.contextmanager
+def bounded(session, timeout):
+    """Give each request of keystoneauth ``session`` ``timeout`` seconds.
+
+    The session's own timeout, so that it also bounds the version
+    discovery keystoneauth runs when openstacksdk makes its compute proxy
+    (before any page is asked for). None or 0 leaves it as it is.
+    """
+    kept = session.timeout
+    if timeout:
+        session.timeout = timeout
+    try:
+        yield
+    finally:
+        session.timeout = kept
 
 
 def by_node(servers):

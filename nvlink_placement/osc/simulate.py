@@ -64,9 +64,9 @@ def _add_inputs(parser):
 class Simulate(commands.Lister):
     """Replay a GPU workload as Nova places it; compare tree layouts.
 
-    Offline: each layout runs in its own embedded, real Placement loaded
-    with the starting state, the layouts at once (one process each, up to
-    the CPUs) (--snapshot FILE, or --from-topology: the flat
+    Offline: each layout runs in its own process (at once, up to the
+    CPUs) with its own embedded, real Placement loaded with the starting
+    state (--snapshot FILE, or --from-topology: the flat
     trees Nova reports for the topology). The "flat" layout is an
     unmodified cloud: the flat tree (flatten's plan) and upstream flavors
     (pci_passthrough:alias=A:N only, same vCPUs, RAM and disk as the
@@ -177,8 +177,8 @@ class Simulate(commands.Lister):
         finally:
             if bar is not None:
                 bar.close()
-        for layout, (_, state) in zip(layouts, done):
-            if save:
+        if save:
+            for layout, (_, state) in zip(layouts, done):
                 path = os.path.join(save, '%s.json' % layout)
                 snapshot.write_file(state, path)
                 self.app.stderr.write(offline.snapshot_written(path, state))

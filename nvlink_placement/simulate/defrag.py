@@ -265,17 +265,17 @@ class _Planner(object):
         # best[k] = (servers to move, chosen options) freeing k domains.
         best = {0: (0, ())}
         for name in self.order:
-            host_options = by_host.get(name, [])
-            fixed = [o for o in host_options
-                     if o[3] in self.hosts[name].fixed_domains(
-                         self.size).values()]
-            bundles = [(1, o[0], (o,)) for o in host_options
-                       if o not in fixed or len(fixed) > MAX_COMBINED]
-            if fixed and len(fixed) <= MAX_COMBINED:
-                for r in range(1, min(wanted, len(fixed)) + 1):
-                    for combo in itertools.combinations(fixed, r):
-                        servers = {s.uuid for o in combo for s in o[5]}
-                        bundles.append((r, len(servers), combo))
+            labels = set(self.hosts[name].fixed_domains(self.size).values())
+            fixed, single = [], []
+            for option in by_host.get(name, []):
+                (fixed if option[3] in labels else single).append(option)
+            if len(fixed) > MAX_COMBINED:
+                single, fixed = by_host.get(name, []), []
+            bundles = [(1, o[0], (o,)) for o in single]
+            for r in range(1, min(wanted, len(fixed)) + 1):
+                for combo in itertools.combinations(fixed, r):
+                    servers = {s.uuid for o in combo for s in o[5]}
+                    bundles.append((r, len(servers), combo))
             step = dict(best)
             for freed, (cost, chosen) in best.items():
                 for r, more, combo in bundles:

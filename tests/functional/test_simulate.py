@@ -166,7 +166,24 @@ def _consumer(host, addresses, vcpus, ram, disk=100):
     return snapshot.consumer_entry('p1', 'u1', allocations)
 
 
-class TestDefrag(_Files):
+class _DefragFiles(_Files):
+
+    def reshape(self, flat):
+        """``reshape --save-snapshot`` of the snapshot ``flat``: its path."""
+        reshaped = os.path.join(self.tmp, 'reshaped.json')
+        result = cli.run(self, 'nvlink', 'reshape', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot', flat,
+                         '--save-snapshot', reshaped)
+        self.assertEqual(0, result.code, result.stderr)
+        return reshaped
+
+    def defrag(self, state, *argv):
+        return cli.run(self, 'nvlink', 'defrag', '--topology',
+                       fbase.H100_TOPOLOGY, '--flavors', self.flavors,
+                       '--resource-class', RC, '--snapshot', state, *argv)
+
+
+class TestDefrag(_DefragFiles):
     """Two H100 hosts, every 4-GPU domain holding one small server."""
 
     def setUp(self):
@@ -195,18 +212,8 @@ class TestDefrag(_Files):
             uuid = nova_tree.node_uuid(name)
             self.servers[uuid] = name
             document['allocations'][uuid] = document['allocations'].pop(name)
-        flat = self.write('flat.json', document)
-        self.reshaped = os.path.join(self.tmp, 'reshaped.json')
-        result = cli.run(self, 'nvlink', 'reshape', '--topology',
-                         fbase.H100_TOPOLOGY, '--snapshot', flat,
-                         '--save-snapshot', self.reshaped)
-        self.assertEqual(0, result.code, result.stderr)
-        self.flat = flat
-
-    def defrag(self, state, *argv):
-        return cli.run(self, 'nvlink', 'defrag', '--topology',
-                       fbase.H100_TOPOLOGY, '--flavors', self.flavors,
-                       '--resource-class', RC, '--snapshot', state, *argv)
+        self.flat = self.write('flat.json', document)
+        self.reshaped = self.reshape(self.flat)
 
     def test_moves_proven_on_placement(self):
         after = os.path.join(self.tmp, 'after.json')
@@ -314,7 +321,7 @@ class TestDefrag(_Files):
                       'CUSTOM_PCI_GROUP4.)', result.stderr)
 
 
-class TestDefragWeighsDomainsTogether(_Files):
+class TestDefragWeighsDomainsTogether(_DefragFiles):
     """Servers spanning two quads: freeing both quads of one host at once.
 
     compute-01: x (module 1), s (modules 3 and 7), y (module 5): each quad
@@ -341,18 +348,11 @@ class TestDefragWeighsDomainsTogether(_Files):
             self.names[uuid] = name
             document['allocations'][uuid] = _consumer(
                 host, [module[host][m] for m in modules], *size)
-        flat = self.write('flat.json', document)
-        self.reshaped = os.path.join(self.tmp, 'reshaped.json')
-        result = cli.run(self, 'nvlink', 'reshape', '--topology',
-                         fbase.H100_TOPOLOGY, '--snapshot', flat,
-                         '--save-snapshot', self.reshaped)
-        self.assertEqual(0, result.code, result.stderr)
+        self.reshaped = self.reshape(self.write('flat.json', document))
 
     def test_fewest_moves(self):
-        result = cli.run(self, 'nvlink', 'defrag', '--topology',
-                         fbase.H100_TOPOLOGY, '--flavors', self.flavors,
-                         '--resource-class', RC, '--snapshot', self.reshaped,
-                         '--size', '4', '--count', '2', '-f', 'json')
+        result = self.defrag(self.reshaped, '--size', '4', '--count', '2',
+                             '-f', 'json')
         self.assertEqual(0, result.code, result.stderr)
         # Moving u and v for quad a frees quad b with it.
         self.assertEqual(

@@ -147,35 +147,32 @@ class TestSplitAllocations(base.PlacementTestCase):
             allocations[self.names[HOST]] = {'VCPU': 4, 'MEMORY_MB': 1024}
             novalike.allocate(self.client, consumer, allocations)
 
+    def split_with(self, listed):
+        """Split consumers found with Nova's ``listed`` servers; requests."""
+        self.client.requests.clear()
+        findings = run.run(self.client, self.hosts, apply=False,
+                           allocations=run.ALL_HOSTS,
+                           servers=servers.by_node(listed)).findings
+        return [f.consumer for f in findings], dict(self.client.requests)
+
     def test_nova_servers_one_read_per_multi_gpu_server(self):
         # Nova's server list names the instances and their flavors' PCI
         # devices: the 1-GPU server is not read, nor is the node.
         self.as_nova_writes({SPLIT_PAIR: (1, 2), SPLIT_QUAD: (3, 4, 6, 8),
                              SINGLE: (5,)})
-        listed = servers.by_node([
-            servers.Server(SPLIT_PAIR, HOST, 2),
-            servers.Server(SPLIT_QUAD, HOST, 4),
-            servers.Server(SINGLE, HOST, 1),
-            servers.Server('elsewhere', 'compute-99', 2)])
-        self.client.requests.clear()
-        findings = run.run(self.client, self.hosts, apply=False,
-                           allocations=run.ALL_HOSTS,
-                           servers=listed).findings
-        self.assertEqual([SPLIT_PAIR, SPLIT_QUAD],
-                         [f.consumer for f in findings])
         # Planning 2, free GPUs 2, the two multi-GPU servers 2.
-        self.assertEqual({'GET': 2 + 2 + 2}, dict(self.client.requests))
+        self.assertEqual(([SPLIT_PAIR, SPLIT_QUAD], {'GET': 2 + 2 + 2}),
+                         self.split_with([
+                             servers.Server(SPLIT_PAIR, HOST, 2),
+                             servers.Server(SPLIT_QUAD, HOST, 4),
+                             servers.Server(SINGLE, HOST, 1),
+                             servers.Server('elsewhere', 'compute-99', 2)]))
 
     def test_nova_servers_unknown_flavor_is_read(self):
         self.as_nova_writes({SPLIT_PAIR: (1, 2), SINGLE: (5,)})
-        listed = servers.by_node([servers.Server(SPLIT_PAIR, HOST, None),
-                                  servers.Server(SINGLE, HOST, 1)])
-        self.client.requests.clear()
-        findings = run.run(self.client, self.hosts, apply=False,
-                           allocations=run.ALL_HOSTS,
-                           servers=listed).findings
-        self.assertEqual([SPLIT_PAIR], [f.consumer for f in findings])
-        self.assertEqual({'GET': 2 + 2 + 1}, dict(self.client.requests))
+        self.assertEqual(([SPLIT_PAIR], {'GET': 2 + 2 + 1}), self.split_with([
+            servers.Server(SPLIT_PAIR, HOST, None),
+            servers.Server(SINGLE, HOST, 1)]))
 
     def test_consumer_nova_does_not_list_is_found(self):
         # A consumer missing from the server list (a migration's, or one
@@ -184,18 +181,13 @@ class TestSplitAllocations(base.PlacementTestCase):
         # Placement, and the split is still found.
         self.as_nova_writes({SPLIT_PAIR: (1, 2), SPLIT_QUAD: (3, 4, 6, 8),
                              SINGLE: (5,)})
-        listed = servers.by_node([servers.Server(SPLIT_PAIR, HOST, 2),
-                                  servers.Server(SINGLE, HOST, 1)])
-        self.client.requests.clear()
-        findings = run.run(self.client, self.hosts, apply=False,
-                           allocations=run.ALL_HOSTS,
-                           servers=listed).findings
-        self.assertEqual([SPLIT_PAIR, SPLIT_QUAD],
-                         [f.consumer for f in findings])
         # Planning 2, free GPUs 2, the listed 2-GPU server 1, then the
         # node 1 and the two consumers not read yet 2.
-        self.assertEqual({'GET': 2 + 2 + 1 + 1 + 2},
-                         dict(self.client.requests))
+        self.assertEqual(([SPLIT_PAIR, SPLIT_QUAD],
+                          {'GET': 2 + 2 + 1 + 1 + 2}),
+                         self.split_with([
+                             servers.Server(SPLIT_PAIR, HOST, 2),
+                             servers.Server(SINGLE, HOST, 1)]))
 
 
 class TestCommands(oslotest_base.BaseTestCase):
