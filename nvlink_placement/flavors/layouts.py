@@ -140,7 +140,7 @@ def _header(layout, what):
             '--layout %s": do not edit.' % layout, what]
 
 
-def files(rows, host_names, layout, alias):
+def files(rows, host_names, layout):
     """The files of ``layout``, in writing order.
 
     :param rows: :func:`novaconfig.settings` rows (all host names in
@@ -224,6 +224,8 @@ def _yaml(document, header):
         if isinstance(value, dict):
             return {k: plain(v) for k, v in value.items()}
         return value
-    text = yaml.safe_dump(plain(document), sort_keys=False,
-                          default_flow_style=False, width=1000)
+    # libyaml's dumper where PyYAML has it: 5 ms a file in pure Python.
+    text = yaml.dump(plain(document), Dumper=getattr(
+        yaml, 'CSafeDumper', yaml.SafeDumper), sort_keys=False,
+        default_flow_style=False, width=1000)
     return '\n'.join(['# %s' % line for line in header] + ['---', text])

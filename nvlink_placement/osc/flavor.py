@@ -535,8 +535,7 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
             for s in self.settings])
 
     def _write(self, parsed_args, names):
-        planned = layouts.files(self.settings, names, parsed_args.layout,
-                                parsed_args.alias)
+        planned = layouts.files(self.settings, names, parsed_args.layout)
         done = filetree.write(parsed_args.output_dir, collections.OrderedDict(
             (path, text) for path, (_, _, text) in planned.items()))
         for path, status in done:
