@@ -441,7 +441,14 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     1000 candidates come from every host; and,
     with NUMA data from host inspection, per-size hw:numa_nodes /
     hw:pci_numa_affinity_policy advice naming the domains that span NUMA
-    nodes. --ini prints ready-to-paste config fragments. The settings are
+    nodes. A host whose topology excludes a GPU (vGPU, MIG) gets no generic
+    device_spec entry, only its usable GPUs by address; a GPU Nova cannot
+    pass through (PCI domain above 0xffff) is refused unless excluded. The
+    table shortens host lists to 10 names; -f json|yaml|csv|value and --ini
+    name every host. --ini prints ready-to-paste config fragments;
+    --output-dir DIR --layout kolla|openstack-ansible|config-dir writes
+    the files of a deployment tool, each host's complete device_spec list
+    in the order Nova needs after that tool's merge. The settings are
     upstream Nova 34's; the mosk-dialect flavors also need Nova's named
     PCI alias groups (MOSK, or upstream Nova 34.0.0 with this project's
     nova-patches/ series, whose [filter_scheduler]
