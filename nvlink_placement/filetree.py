@@ -77,3 +77,20 @@ def write(directory, texts, mode=0o644):
         textfile.write(path, text, mode)
         done.append((path, WRITTEN))
     return done
+
+
+def existing(directory):
+    """Relative ``/``-separated paths of the files under ``directory``.
+
+    Sorted; empty when it does not exist. Hidden files (a name starting
+    with ".") and folders are skipped.
+    """
+    found = []
+    for root, folders, names in os.walk(directory):
+        folders[:] = sorted(f for f in folders if not f.startswith('.'))
+        relative = os.path.relpath(root, directory)
+        for name in names:
+            if not name.startswith('.'):
+                found.append(name if relative == '.' else
+                             '/'.join(relative.split(os.sep) + [name]))
+    return sorted(found)

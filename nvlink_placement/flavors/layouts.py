@@ -156,7 +156,7 @@ def files(rows, host_names, layout):
     out = collections.OrderedDict()
     if layout == KOLLA:
         for name in host_names:
-            out['nova/%s/nova.conf' % name] = ('host', name, ini(
+            out[HOST_FILES[KOLLA].format(name)] = ('host', name, ini(
                 [], _header(layout, 'kolla-ansible merges it into every '
                             'nova service of host %s,' % name) +
                 ['after nova.conf and nova/<service>.conf: its '
@@ -174,7 +174,7 @@ def files(rows, host_names, layout):
             if specs[name]:
                 overrides.setdefault('pci', {})['device_spec'] = json.dumps(
                     [json.loads(s) for s in specs[name]])
-            out['host_vars/%s.yml' % name] = ('host', name, _yaml(
+            out[HOST_FILES[OSA].format(name)] = ('host', name, _yaml(
                 {'nova_nova_conf_overrides': overrides}, _header(
                     layout, 'host_vars replace group_vars whole: these are '
                     'all of %s\'s nova.conf overrides;' % name) +
@@ -188,7 +188,7 @@ def files(rows, host_names, layout):
                     {variable: _overrides(own)}, _header(layout, what)))
         return out
     for name in host_names:
-        out['hosts/%s/nova-compute.conf.d/%s' % (name, FRAGMENT)] = (
+        out[HOST_FILES[CONFIG_DIR].format(name)] = (
             'host', name, ini(compute, _header(
                 layout, 'Put it at /etc/nova/nova-compute.conf.d/%s on '
                 'host %s;' % (FRAGMENT, name)) +
@@ -205,6 +205,26 @@ def files(rows, host_names, layout):
                     layout, 'Put it at %s/%s on the %s hosts.'
                     % (where, FRAGMENT, service))))
     return out
+
+
+#: Each layout's per-host file, ``{}`` the host name.
+HOST_FILES = {
+    KOLLA: 'nova/{}/nova.conf',
+    OSA: 'host_vars/{}.yml',
+    CONFIG_DIR: 'hosts/{}/nova-compute.conf.d/' + FRAGMENT,
+}
+
+
+def host_of(layout, relative):
+    """The host a per-host file of ``layout`` is for, or None.
+
+    :param relative: ``/``-separated path under the output directory.
+    """
+    head, _, tail = HOST_FILES[layout].partition('{}')
+    if not (relative.startswith(head) and relative.endswith(tail)):
+        return None
+    name = relative[len(head):len(relative) - len(tail)]
+    return name if name and '/' not in name else None
 
 
 def _overrides(rows):

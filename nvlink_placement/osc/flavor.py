@@ -4,6 +4,7 @@ import argparse
 import collections
 import dataclasses
 import logging
+import os
 import shlex
 
 from keystoneauth1 import exceptions as ks_exc
@@ -30,6 +31,9 @@ from nvlink_placement.topology import pci
 LOG = logging.getLogger(__name__)
 #: The rows of ``nova-config --output-dir``.
 FILE_COLUMNS = ('file', 'layout', 'host', 'service', 'status')
+STALE = 'stale'
+STALE_NOTE = (' (a host the topology does not have; left as it is: remove '
+              'it and its host\'s entries by hand)')
 
 
 def _add_topology_arguments(parser):
@@ -545,13 +549,23 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
         planned = layouts.files(self.settings, names, parsed_args.layout)
         done = filetree.write(parsed_args.output_dir, collections.OrderedDict(
             (path, text) for path, (_, _, text) in planned.items()))
-        for path, status in done:
-            self.app.stderr.write('%s: %s\n' % (status, path))
-        return FILE_COLUMNS, [
-            (path, parsed_args.layout, host, kind if kind != 'host'
-             else 'nova-compute', status)
-            for (path, status), (kind, host, _) in zip(
-                done, planned.values())]
+        rows = [(path, parsed_args.layout, host, kind if kind != 'host'
+                 else 'nova-compute', status)
+                for (path, status), (kind, host, _) in zip(
+                    done, planned.values())]
+        if not parsed_args.host:
+            # A host file of a host the topology no longer has: named, kept.
+            for relative in filetree.existing(parsed_args.output_dir):
+                host = layouts.host_of(parsed_args.layout, relative)
+                if host and relative not in planned:
+                    rows.append((os.path.join(parsed_args.output_dir,
+                                              *relative.split('/')),
+                                 parsed_args.layout, host, 'nova-compute',
+                                 STALE))
+        for row in rows:
+            self.app.stderr.write('%s: %s%s\n' % (
+                row[4], row[0], STALE_NOTE if row[4] == STALE else ''))
+        return FILE_COLUMNS, rows
 
     def produce_output(self, parsed_args, column_names, data):
         if parsed_args.output_dir and not self.list_files:

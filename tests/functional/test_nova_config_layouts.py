@@ -231,6 +231,24 @@ class TestOutputDir(Base):
                 self.assertEqual(not shared, 'device_spec' in text,
                                  (layout, name))
 
+    def test_a_host_gone_from_the_topology_is_named_not_removed(self):
+        self.assertEqual(0, self.write('openstack-ansible').code)
+        gone = os.path.join(self.out, 'host_vars', 'old-09.yml')
+        with open(gone, 'w') as f:
+            f.write('nova_nova_conf_overrides: {}\n')
+        result = self.write('openstack-ansible', '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(
+            {'file': gone, 'layout': 'openstack-ansible', 'host': 'old-09',
+             'service': 'nova-compute', 'status': 'stale'},
+            json.loads(result.stdout)[-1])
+        self.assertIn('stale: %s (a host the topology does not have; left '
+                      'as it is' % gone, result.stderr)
+        self.assertTrue(os.path.exists(gone))
+        # With --host the other hosts' files are not judged.
+        result = self.write('openstack-ansible', '--host', 'hgx-01')
+        self.assertNotIn('stale', result.stderr)
+
     def test_bad_directories_write_nothing(self):
         blocker = os.path.join(self.tmp, 'file')
         open(blocker, 'w').close()
