@@ -1,8 +1,10 @@
 """``openstack nvlink flavor generate|verify`` and ``nvlink nova-config``."""
 
 import argparse
+import collections
 import dataclasses
 import logging
+import os
 import shlex
 
 from keystoneauth1 import exceptions as ks_exc
@@ -10,8 +12,10 @@ from openstack import exceptions as sdk_exc
 from osc_lib.cli import format_columns
 
 from nvlink_placement import errors
+from nvlink_placement import filetree
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import layouts
 from nvlink_placement.flavors import novaconfig
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
@@ -21,9 +25,15 @@ from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import snapshot as snapshot_cmd
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.topology import passthrough
 from nvlink_placement.topology import pci
 
 LOG = logging.getLogger(__name__)
+#: The rows of ``nova-config --output-dir``.
+FILE_COLUMNS = ('file', 'layout', 'host', 'service', 'status')
+STALE = 'stale'
+STALE_NOTE = (' (a host the topology does not have; left as it is: remove '
+              'it and its host\'s entries by hand)')
 
 
 def _add_topology_arguments(parser):
@@ -435,7 +445,14 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     1000 candidates come from every host; and,
     with NUMA data from host inspection, per-size hw:numa_nodes /
     hw:pci_numa_affinity_policy advice naming the domains that span NUMA
-    nodes. --ini prints ready-to-paste config fragments. The settings are
+    nodes. A host whose topology excludes a GPU (vGPU, MIG) gets no generic
+    device_spec entry, only its usable GPUs by address; a GPU Nova cannot
+    pass through (PCI domain above 0xffff) is refused unless excluded. The
+    table shortens host lists to 10 names; -f json|yaml|csv|value and --ini
+    name every host. --ini prints ready-to-paste config fragments;
+    --output-dir DIR --layout kolla|openstack-ansible|config-dir writes
+    the files of a deployment tool, each host's complete device_spec list
+    in the order Nova needs after that tool's merge. The settings are
     upstream Nova 34's; the mosk-dialect flavors also need Nova's named
     PCI alias groups (MOSK, or upstream Nova 34.0.0 with this project's
     nova-patches/ series, whose [filter_scheduler]
@@ -474,21 +491,85 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
                             help='Add the reason column to the table: why '
                                  'each setting (or -c reason; other formats '
                                  'always have it).')
+        parser.add_argument('--output-dir', metavar='DIR',
+                            help='Write the files a deployment tool reads '
+                                 'under DIR (created if its parent exists) '
+                                 'instead of printing rows; needs --layout. '
+                                 'Each compute host gets its complete [pci] '
+                                 'device_spec list in the order Nova needs '
+                                 'for that tool\'s merge. Files whose text '
+                                 'is unchanged are not rewritten; each file '
+                                 'is named on standard error as written or '
+                                 'unchanged, and -f json|yaml|csv|value '
+                                 'lists them on standard output (file, '
+                                 'layout, host, service, status).')
+        parser.add_argument('--layout', choices=layouts.LAYOUTS,
+                            help='With --output-dir: kolla (DIR/nova/<host>/'
+                                 'nova.conf and DIR/nova/<service>.conf for '
+                                 '/etc/kolla/config), openstack-ansible '
+                                 '(DIR/host_vars/<host>.yml and DIR/'
+                                 'group_vars/<group>.yml with '
+                                 'nova_nova_conf_overrides) or config-dir '
+                                 '(DIR/hosts/<host>/nova-compute.conf.d/'
+                                 '%s for /etc/nova/nova-compute.conf.d/, and '
+                                 'DIR/services/<service>.conf.d/).'
+                                 % layouts.FRAGMENT)
         return parser
+
+    def run(self, parsed_args):
+        self.list_files = (parsed_args.formatter is not None or
+                           bool(parsed_args.columns))
+        if parsed_args.output_dir and parsed_args.ini:
+            self._usage_parser.error('--ini prints config fragments; '
+                                     '--output-dir writes files: give one')
+        if bool(parsed_args.output_dir) != bool(parsed_args.layout):
+            self._usage_parser.error('--output-dir DIR and --layout LAYOUT '
+                                     'go together: give both or neither')
+        return super().run(parsed_args)
 
     def take_action(self, parsed_args):
         topology, hosts = _hosts(self.app, parsed_args)
+        passthrough.check(hosts, topology.source)
+        table = parsed_args.formatter == 'table' and not (
+            parsed_args.ini or parsed_args.output_dir)
         self.settings = novaconfig.settings(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             vendor_id=parsed_args.vendor_id,
             product_id=parsed_args.product_id,
             resource_class=parsed_args.resource_class,
-            dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix)
+            dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix,
+            shown=novaconfig.SHOWN if table else None)
+        if parsed_args.output_dir:
+            return self._write(parsed_args, [h.name for h in hosts])
         return _long_columns(parsed_args, 'reason', novaconfig.COLUMNS, [
             (s.service, s.section, s.option, s.value, s.reason)
             for s in self.settings])
 
+    def _write(self, parsed_args, names):
+        planned = layouts.files(self.settings, names, parsed_args.layout)
+        done = filetree.write(parsed_args.output_dir, collections.OrderedDict(
+            (path, text) for path, (_, _, text) in planned.items()))
+        rows = [(path, parsed_args.layout, host, kind if kind != 'host'
+                 else 'nova-compute', status)
+                for (path, status), (kind, host, _) in zip(
+                    done, planned.values())]
+        if not parsed_args.host:
+            # A host file of a host the topology no longer has: named, kept.
+            for relative in filetree.existing(parsed_args.output_dir):
+                host = layouts.host_of(parsed_args.layout, relative)
+                if host and relative not in planned:
+                    rows.append((os.path.join(parsed_args.output_dir,
+                                              *relative.split('/')),
+                                 parsed_args.layout, host, 'nova-compute',
+                                 STALE))
+        for row in rows:
+            self.app.stderr.write('%s: %s%s\n' % (
+                row[4], row[0], STALE_NOTE if row[4] == STALE else ''))
+        return FILE_COLUMNS, rows
+
     def produce_output(self, parsed_args, column_names, data):
+        if parsed_args.output_dir and not self.list_files:
+            return 0
         if not parsed_args.ini:
             return super().produce_output(parsed_args, column_names, data)
         self.app.stdout.write(novaconfig.to_ini(self.settings))
