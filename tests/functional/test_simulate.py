@@ -354,12 +354,12 @@ class TestDefragWeighsDomainsTogether(_DefragFiles):
         result = self.defrag(self.reshaped, '--size', '4', '--count', '2',
                              '-f', 'json')
         self.assertEqual(0, result.code, result.stderr)
-        # Moving u and v for quad a frees quad b with it.
+        # Moving u and v frees both quads: each holds GPUs of both.
+        both = ('compute-02_nvlink-group-of-4-a, '
+                'compute-02_nvlink-group-of-4-b')
         self.assertEqual(
-            [('u', 'compute-02', 'compute-01',
-              'compute-02_nvlink-group-of-4-a'),
-             ('v', 'compute-02', 'compute-01',
-              'compute-02_nvlink-group-of-4-a')],
+            [('u', 'compute-02', 'compute-01', both),
+             ('v', 'compute-02', 'compute-01', both)],
             [(self.names[m['server']], m['source'], m['destination'],
               m['frees']) for m in json.loads(result.stdout)])
         self.assertIn('defrag: 0 free 4-GPU domain(s) before, 2 after 2 '
