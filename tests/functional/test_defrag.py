@@ -1,0 +1,163 @@
+"""``defrag`` through the CLI on states built to catch wrong plans.
+
+Each state is a snapshot of Nova's flat trees (HGX H100 boards) with the
+servers' allocations, reshaped by ``reshape --save-snapshot``; ``defrag``
+then plans on that snapshot, in an embedded, real Placement.
+"""
+
+import json
+import os
+
+import fixtures
+from oslotest import base
+
+from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import request
+from nvlink_placement.placement import embedded
+from nvlink_placement.placement import nova_tree
+from nvlink_placement.placement import snapshot
+from nvlink_placement.topology import loader
+from tests.functional import base as fbase
+from tests.functional import cli
+from tests import novalike
+
+RC = novalike.GPU_RC
+# Module ids on novalike.BOARD1: quad a = modules 1-4 (pairs {1,3},
+# {2,4}), quad b = modules 5-8 (pairs {5,7}, {6,8}).
+ADDRESS = {m: a for a, m in novalike.BOARD1.items()}
+ONE = {'VCPU': 16, 'MEMORY_MB': 131072, 'DISK_GB': 100}
+TWO = {'VCPU': 32, 'MEMORY_MB': 262144, 'DISK_GB': 100}
+FOUR = {'VCPU': 64, 'MEMORY_MB': 524288, 'DISK_GB': 100}
+
+
+class _State(base.BaseTestCase):
+    """Hosts of one board each; servers placed by module id."""
+
+    HOSTS = ()
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.topology_path = self.write('topology.json', {
+            'version': 1, 'hosts': {
+                name: {'board': novalike.H100, 'gpus': novalike.BOARD1}
+                for name in self.HOSTS}})
+        self.topology = loader.load(self.topology_path)
+        self.flavors = self.write('flavors.json', [
+            f.as_dict() for f in generate.generate(
+                list(self.topology.hosts.values()), 'h100',
+                sizes=[1, 2, 4]).flavors])
+        self.document = nova_tree.from_topology(self.topology,
+                                                resource_class=RC)
+        self.names = {}
+
+    def write(self, name, document):
+        path = os.path.join(self.tmp, name)
+        with open(path, 'w') as f:
+            json.dump(document, f)
+        return path
+
+    def place(self, name, host, modules, resources):
+        """Server ``name`` on ``host``'s GPUs ``modules``."""
+        uuid = nova_tree.node_uuid('server-' + name)
+        self.names[uuid] = name
+        node = nova_tree.node_uuid(host)
+        allocations = {nova_tree.pci_uuid(node, ADDRESS[m]): {RC: 1}
+                       for m in modules}
+        allocations[node] = dict(resources)
+        self.document['allocations'][uuid] = snapshot.consumer_entry(
+            'p1', 'u1', allocations)
+        return uuid
+
+    def reshaped(self):
+        flat = self.write('flat.json', self.document)
+        path = os.path.join(self.tmp, 'reshaped.json')
+        result = cli.run(self, 'nvlink', 'reshape', '--topology',
+                         self.topology_path, '--snapshot', flat,
+                         '--save-snapshot', path)
+        self.assertEqual(0, result.code, result.stderr)
+        return path
+
+    def defrag(self, state, *argv):
+        return cli.run(self, 'nvlink', 'defrag', '--topology',
+                       self.topology_path, '--flavors', self.flavors,
+                       '--resource-class', RC, '--snapshot', state, *argv)
+
+    def rows(self, result):
+        return [(self.names[m['server']], m['source'], m['destination'],
+                 m['frees']) for m in json.loads(result.stdout)]
+
+
+class TestFourHostTrap(_State):
+    """Two moves free two quads; a plan freeing one quad at a time takes 3.
+
+    node-01 and node-02: one 1-GPU server (a, b) in quad a, quad b full
+    (one 4-GPU server). node-03: quad a holds two 1-GPU servers and two
+    free GPUs, quad b full. node-04: quad a holds a 2-GPU and a 1-GPU
+    server and one free GPU, quad b full. node-02 has twice the vCPUs,
+    RAM and disk of the others: Nova's weighers put it first. Freeing
+    node-01's quad a first and sending a to node-02 (the first host
+    weighed, its free GPUs outside the one quad being freed) leaves
+    node-02's quad a holding a and b: a moves again, 3 moves. Both to
+    node-03 at once: 2 moves.
+    """
+
+    HOSTS = ('node-01', 'node-02', 'node-03', 'node-04')
+
+    def setUp(self):
+        super().setUp()
+        self.place('a', 'node-01', [1], ONE)
+        self.place('b', 'node-02', [1], ONE)
+        self.place('c', 'node-03', [1], ONE)
+        self.place('d', 'node-03', [3], ONE)
+        self.place('e', 'node-04', [1, 3], TWO)
+        self.place('f', 'node-04', [2], ONE)
+        for host in self.HOSTS:
+            self.place('x' + host[-1], host, [5, 6, 7, 8], FOUR)
+        for rp in self.document['resource_providers']:
+            if rp['name'] == 'node-02':
+                for inventory in rp['inventories'].values():
+                    inventory['total'] *= 2
+        self.state = self.reshaped()
+
+    def test_two_moves_each_server_once(self):
+        after = os.path.join(self.tmp, 'after.json')
+        result = self.defrag(self.state, '--size', '4', '--count', '2',
+                             '--save-snapshot', after, '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(
+            [('a', 'node-01', 'node-03', 'node-01_nvlink-group-of-4-a'),
+             ('b', 'node-02', 'node-03', 'node-02_nvlink-group-of-4-a')],
+            self.rows(result))
+        self.assertIn(
+            'defrag: 0 free 4-GPU domain(s) before, 2 after 2 move(s) (the '
+            'fewest: proven by exact search); freed '
+            'node-01_nvlink-group-of-4-a, node-02_nvlink-group-of-4-a; '
+            'offered by the 4-GPU flavor afterwards: 2 of 2', result.stderr)
+        # The state after the moves, in a fresh Placement: the 4-GPU
+        # flavor is offered exactly the two freed quads, and a and b hold
+        # node-03's two GPUs that were free.
+        four = json.load(open(self.flavors))[2]
+        query = request.build(request.flavor_from_dict(four),
+                              {'h100': request.Alias('h100', RC)})
+        with embedded.EmbeddedPlacement(snapshot.read_file(after)) as client:
+            names = {rp['uuid']: rp['name'] for rp in client.get(
+                '/resource_providers')['resource_providers']}
+            body = client.get(query.url, version='1.36')
+            offered = {frozenset(names[u] for u in c['allocations']
+                                 if u in names and '_0000:' in names[u])
+                       for c in body['allocation_requests']}
+            held = {}
+            for uuid, name in self.names.items():
+                if name in 'ab':
+                    held[name] = sorted(names[u] for u in client.get(
+                        '/allocations/%s' % uuid)['allocations'])
+        quad = [ADDRESS[m].upper() for m in (1, 2, 3, 4)]
+        self.assertEqual({frozenset('%s_%s' % (host, a) for a in quad)
+                          for host in ('node-01', 'node-02')}, offered)
+        self.assertEqual({'node-03_%s' % ADDRESS[2].upper(),
+                          'node-03_%s' % ADDRESS[4].upper()},
+                         {g for name in 'ab' for g in held[name]
+                          if '_0000:' in g})
+        self.assertTrue(all(n == 'node-03' or n.startswith('node-03_')
+                            for name in 'ab' for n in held[name]), held)
