@@ -453,6 +453,13 @@ def advise(client, hosts, queries, size, count, nova_flavors=None,
                      % plan.reason)
     query = next(q for q in queries if q.size == size)
     offered = reader.offered(query, freed)
+    for domain, units in freed:
+        if domain.label not in offered:
+            notes.append(
+                '%s is free but the %d-GPU flavor is not offered it (%s: '
+                'its query finds no candidate there, e.g. the host lacks '
+                'the flavor\'s vCPUs, RAM or disk)' % (
+                    domain.label, size, query.flavor))
     labels = [d.label for d, units in freed for _ in range(units)]
     return Advice(size, count, moves, before, reader.free_count(), labels,
                   offered, notes, plan.exact, reader.unmatched)

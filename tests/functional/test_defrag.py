@@ -161,3 +161,99 @@ class TestFourHostTrap(_State):
                           if '_0000:' in g})
         self.assertTrue(all(n == 'node-03' or n.startswith('node-03_')
                             for name in 'ab' for n in held[name]), held)
+
+
+class TestFlavorsOfServers(_State):
+    """Servers booted from a volume, with pinned CPUs, of no flavor.
+
+    node-01: v (booted from a volume: no DISK_GB) on module 1, p (pinned:
+    PCPU, not VCPU) on module 2, w (8 vCPUs: no flavor of the file) on
+    module 5. node-02: t (2 GPUs, 30 vCPUs: no flavor of the file
+    either) on modules 1 and 3, x (4 GPUs) in quad b. One free quad:
+    node-01's quad a (v and p to node-02's modules 2 and 4); no second
+    one (w and t cannot move, x has nowhere to go).
+    """
+
+    HOSTS = ('node-01', 'node-02')
+
+    def setUp(self):
+        super().setUp()
+        for rp in self.document['resource_providers']:
+            if rp['parent_provider_uuid'] is None:
+                rp['inventories']['PCPU'] = dict(
+                    rp['inventories']['VCPU'], total=64,
+                    allocation_ratio=1.0)
+        self.place('v', 'node-01', [1], {'VCPU': 16, 'MEMORY_MB': 131072})
+        self.place('p', 'node-01', [2], dict(ONE, VCPU=0, PCPU=16))
+        self.place('w', 'node-01', [5], dict(ONE, VCPU=8))
+        self.place('t', 'node-02', [1, 3], dict(TWO, VCPU=30))
+        self.place('x', 'node-02', [5, 6, 7, 8], FOUR)
+        for entry in self.document['allocations'].values():
+            for resources in entry['allocations'].values():
+                resources['resources'] = {
+                    rc: n for rc, n in resources['resources'].items() if n}
+        self.state = self.reshaped()
+
+    def test_boot_from_volume_and_pinned_servers_move(self):
+        result = self.defrag(self.state, '--size', '4', '--count', '1',
+                             '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(
+            [('v', 'node-01', 'node-02', 'node-01_nvlink-group-of-4-a'),
+             ('p', 'node-01', 'node-02', 'node-01_nvlink-group-of-4-a')],
+            self.rows(result))
+        self.assertEqual(['gpu.h100.1x', 'gpu.h100.1x'],
+                         [m['flavor'] for m in json.loads(result.stdout)])
+
+    def test_no_flavor_is_named_as_the_cause(self):
+        result = self.defrag(self.state, '--size', '4', '--count', '2',
+                             '-f', 'json')
+        self.assertEqual(1, result.code, result.stderr)
+        w = next(u for u, n in self.names.items() if n == 'w')
+        self.assertIn(
+            'server %s (1 GPU(s) on node-01) holds DISK_GB=100, '
+            'MEMORY_MB=131072, VCPU=8; the 1-GPU flavors of the flavors '
+            'file ask for gpu.h100.1x: DISK_GB=100, MEMORY_MB=131072, '
+            'VCPU=16 (with no DISK_GB when booted from a volume, PCPU for '
+            'VCPU when pinned): no flavor matches, it is not moved' % w,
+            result.stderr)
+        self.assertIn(
+            'only 1 free 4-GPU domain(s) reachable, 2 wanted: the other '
+            'domains hold servers whose flavor is not in the flavors file '
+            '(2 server(s): see the warnings), or servers that no other host '
+            'can take', result.stderr)
+
+
+class TestFreedButNotOffered(_State):
+    """A quad freed on a host without the vCPUs of the 4-GPU flavor.
+
+    node-01 (92 vCPUs): a (module 1), y (modules 5, 7). With a gone, 60
+    vCPUs are free: the 4-GPU flavor (64) is not offered node-01's quad a.
+    node-02: b and c in quad a, quad b full.
+    """
+
+    HOSTS = ('node-01', 'node-02')
+
+    def setUp(self):
+        super().setUp()
+        for rp in self.document['resource_providers']:
+            if rp['name'] == 'node-01':
+                rp['inventories']['VCPU']['total'] = 23
+        self.place('a', 'node-01', [1], ONE)
+        self.place('y', 'node-01', [5, 7], TWO)
+        self.place('b', 'node-02', [1], ONE)
+        self.place('c', 'node-02', [2], ONE)
+        self.place('x', 'node-02', [5, 6, 7, 8], FOUR)
+        self.state = self.reshaped()
+
+    def test_counted_as_not_offered(self):
+        result = self.defrag(self.state, '--size', '4', '--count', '1',
+                             '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(
+            [('a', 'node-01', 'node-02', 'node-01_nvlink-group-of-4-a')],
+            self.rows(result))
+        self.assertIn('offered by the 4-GPU flavor afterwards: 0 of 1',
+                      result.stderr)
+        self.assertIn('node-01_nvlink-group-of-4-a is free but the 4-GPU '
+                      'flavor is not offered it', result.stderr)
