@@ -205,7 +205,25 @@ class _Reader(object):
                 rp = uuid_of.get(host.gpu_provider_name(address))
                 if rp is not None:
                     self.gpu_of[rp] = (host.name, address)
-        self.label = {}
+        self._not_flat(parent)
+
+    def _not_flat(self, parent):
+        """Refuse domain flavors on hosts whose GPUs are all flat.
+
+        :raises NvlinkError: naming ``--upstream``.
+        """
+        flat = sorted({host for rp, (host, _) in self.gpu_of.items()
+                       if self.node[host] == parent.get(rp)})
+        nested = {host for rp, (host, _) in self.gpu_of.items()
+                  if self.node[host] != parent.get(rp)}
+        if flat and not nested and any(
+                dict(q.params).get('same_subtree') for q in self.queries):
+            raise errors.NvlinkError(
+                '%s: the GPUs are on the flat tree (not reshaped), and the '
+                'flavors file\'s flavors ask for NVLink domains: the '
+                'servers there run upstream flavors: run defrag with '
+                '--upstream (it asks as pci_passthrough:alias=A:N flavors '
+                'of the same sizes do)' % ', '.join(flat))
 
     def problem(self):
         capacity = {}

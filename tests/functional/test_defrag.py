@@ -17,7 +17,6 @@ from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import loader
-from tests.functional import base as fbase
 from tests.functional import cli
 from tests import novalike
 
@@ -161,6 +160,24 @@ class TestFourHostTrap(_State):
                           if '_0000:' in g})
         self.assertTrue(all(n == 'node-03' or n.startswith('node-03_')
                             for name in 'ab' for n in held[name]), held)
+
+    def test_heuristic_past_the_search_steps(self):
+        result = self.defrag(self.state, '--size', '4', '--count', '2',
+                             '--search-steps', '1', '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('the plan is a heuristic one, not proven the fewest '
+                      'moves: more than 1 steps of search (the exact search '
+                      'stops there)', result.stderr)
+        self.assertIn('2 after 2 move(s) (heuristic: not proven the '
+                      'fewest)', result.stderr)
+        self.assertEqual(
+            [('a', 'node-01', 'node-03', 'node-01_nvlink-group-of-4-a'),
+             ('b', 'node-02', 'node-03', 'node-02_nvlink-group-of-4-a')],
+            self.rows(result))
+        result = self.defrag(self.state, '--size', '4', '--count', '2',
+                             '--search-steps', '0')
+        self.assertEqual(3, result.code)
+        self.assertIn('--search-steps must be at least 1', result.stderr)
 
 
 class TestFlavorsOfServers(_State):

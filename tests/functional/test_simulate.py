@@ -317,8 +317,11 @@ class TestDefrag(_DefragFiles):
     def test_flavors_of_another_tree(self):
         result = self.defrag(self.flat, '--size', '4', '--count', '1')
         self.assertEqual(1, result.code)
-        self.assertIn('Placement refused its query (No such trait(s): '
-                      'CUSTOM_PCI_GROUP4.)', result.stderr)
+        self.assertIn('compute-01, compute-02: the GPUs are on the flat '
+                      'tree (not reshaped), and the flavors file\'s flavors '
+                      'ask for NVLink domains: the servers there run '
+                      'upstream flavors: run defrag with --upstream',
+                      result.stderr)
 
 
 class TestDefragWeighsDomainsTogether(_DefragFiles):
