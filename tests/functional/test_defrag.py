@@ -16,6 +16,7 @@ from nvlink_placement.flavors import request
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
+from nvlink_placement.simulate import defrag
 from nvlink_placement.topology import loader
 from tests.functional import cli
 from tests import novalike
@@ -274,3 +275,50 @@ class TestFreedButNotOffered(_State):
                       result.stderr)
         self.assertIn('node-01_nvlink-group-of-4-a is free but the 4-GPU '
                       'flavor is not offered it', result.stderr)
+
+
+class TestNovaFlavors(_State):
+    """Flavors named by the compute API's server list.
+
+    node-01: e (1 GPU, module 1) holds DISK_GB=120 (root disk and
+    ephemeral disk): no flavor of the file has those resources, Nova
+    names its flavor gpu.h100.1x. node-02: h (module 1, 8 vCPUs) runs
+    gpu.custom, which the file does not have. Quads b full.
+    """
+
+    HOSTS = ('node-01', 'node-02')
+
+    def setUp(self):
+        super().setUp()
+        self.e = self.place('e', 'node-01', [1], dict(ONE, DISK_GB=120))
+        self.h = self.place('h', 'node-02', [1], dict(ONE, VCPU=8))
+        self.place('x1', 'node-01', [5, 6, 7, 8], FOUR)
+        self.place('x2', 'node-02', [5, 6, 7, 8], FOUR)
+        self.state = snapshot.read_file(self.reshaped())
+        self.queries = [request.build(request.flavor_from_dict(f), {
+            'h100': request.Alias('h100', RC)}) for f in json.load(
+                open(self.flavors))]
+
+    def advise(self, nova_flavors):
+        with embedded.EmbeddedPlacement(self.state) as client:
+            return defrag.advise(
+                client, list(self.topology.hosts.values()), self.queries,
+                4, 1, nova_flavors=nova_flavors)
+
+    def test_flavor_from_nova(self):
+        advice = self.advise({self.e: 'gpu.h100.1x', self.h: 'gpu.custom'})
+        self.assertEqual([(self.e, 'gpu.h100.1x', 'node-01', 'node-02')],
+                         [(m.server, m.flavor, m.source, m.destination)
+                          for m in advice.moves])
+        self.assertIn(
+            'server %s (1 GPU(s) on node-02) runs flavor gpu.custom '
+            '(compute API), which the flavors file does not have at all, '
+            'and no flavor there asks for its DISK_GB=100, '
+            'MEMORY_MB=131072, VCPU=8: it is not moved' % self.h,
+            advice.notes)
+        self.assertTrue(advice.reached)
+
+    def test_without_nova_by_resources(self):
+        advice = self.advise(None)
+        self.assertEqual([], advice.moves)
+        self.assertEqual(2, advice.unmatched)
