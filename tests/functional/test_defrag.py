@@ -38,9 +38,11 @@ class _State(base.BaseTestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
+        boards = getattr(self, 'boards', {})
         self.topology_path = self.write('topology.json', {
             'version': 1, 'hosts': {
-                name: {'board': novalike.H100, 'gpus': novalike.BOARD1}
+                name: {'board': boards.get(name, (novalike.H100,))[0],
+                       'gpus': boards.get(name, (0, novalike.BOARD1))[1]}
                 for name in self.HOSTS}})
         self.topology = loader.load(self.topology_path)
         self.flavors = self.write('flavors.json', [
@@ -62,7 +64,9 @@ class _State(base.BaseTestCase):
         uuid = nova_tree.node_uuid('server-' + name)
         self.names[uuid] = name
         node = nova_tree.node_uuid(host)
-        allocations = {nova_tree.pci_uuid(node, ADDRESS[m]): {RC: 1}
+        board = getattr(self, 'boards', {}).get(host, (0, novalike.BOARD1))
+        address = {m: a for a, m in board[1].items()}
+        allocations = {nova_tree.pci_uuid(node, address[m]): {RC: 1}
                        for m in modules}
         allocations[node] = dict(resources)
         self.document['allocations'][uuid] = snapshot.consumer_entry(
@@ -322,3 +326,39 @@ class TestNovaFlavors(_State):
         advice = self.advise(None)
         self.assertEqual([], advice.moves)
         self.assertEqual(2, advice.unmatched)
+
+
+class TestMesh(_State):
+    """A DGX-1 (two 4-GPU meshes) beside an HGX H100 board.
+
+    dgx1-01: a on module 1 (mesh {1-4}), x on modules 5-8. node-01: b
+    on module 1 (quad a), y in quad b. One move frees a 4-GPU domain: a
+    to node-01 (the mesh's host comes first) frees the mesh.
+    """
+
+    HOSTS = ('dgx1-01', 'node-01')
+    DGX1 = {'0000:06:00.0': 1, '0000:07:00.0': 2, '0000:0a:00.0': 3,
+            '0000:0b:00.0': 4, '0000:85:00.0': 5, '0000:86:00.0': 6,
+            '0000:89:00.0': 7, '0000:8a:00.0': 8}
+
+    def setUp(self):
+        self.boards = {'dgx1-01': ('dgx-1-v100', self.DGX1),
+                       'node-01': (novalike.H100, novalike.BOARD1)}
+        super().setUp()
+        self.place('a', 'dgx1-01', [1], ONE)
+        self.place('x', 'dgx1-01', [5, 6, 7, 8], FOUR)
+        self.place('b', 'node-01', [1], ONE)
+        self.place('y', 'node-01', [5, 6, 7, 8], FOUR)
+        self.state = self.reshaped()
+
+    def test_mesh_freed(self):
+        result = self.defrag(self.state, '--size', '4', '--count', '1',
+                             '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        rows = self.rows(result)
+        self.assertEqual([('a', 'dgx1-01', 'node-01')],
+                         [r[:3] for r in rows])
+        self.assertIn('1 after 1 move(s) (the fewest: proven by exact '
+                      'search); freed %s; offered by the 4-GPU flavor '
+                      'afterwards: 1 of 1' % rows[0][3], result.stderr)
+        self.assertTrue(rows[0][3].startswith('dgx1-01_'), rows)
