@@ -192,7 +192,7 @@ class Simulate(commands.Lister):
 
 
 class Defrag(commands.OwnOutput, commands.Lister):
-    """Advise the fewest cold migrations that free K NVLink domains of N GPUs.
+    """Advise the cold migrations that free K NVLink domains of N GPUs.
 
     Reads the current state (live, or --snapshot FILE): which servers
     (consumers) hold which GPUs. A cold migration frees all of a server's
@@ -206,11 +206,11 @@ class Defrag(commands.OwnOutput, commands.Lister):
     may claim (openstack server migrate --host takes the first in
     Placement's order, which is arbitrary) keeps out of the domains being
     freed; no server moves twice. The plan has the fewest moves of all
-    such plans, proven by an exact search that ends within --search-steps
-    steps (about a second; states of a few dozen servers to move); above
-    that, a heuristic plan, and a warning says it is not proven the
-    fewest. Plans that move servers holding no GPU of the domains freed
-    (to make room) are not considered. Every move is checked again
+    such plans, proven by an exact search when it ends within
+    --search-steps steps (a few seconds; proving that K domains cannot be
+    freed is what takes long); past that, a heuristic plan, and a warning
+    says it is not proven the fewest. Plans that move servers holding no
+    GPU of the domains freed (to make room) are not considered. Every move is checked again
     against Placement's own candidates as it is applied to a copy of the
     state, and the N-GPU flavor's query must then offer each freed domain.
     Rows: the moves in order, with the openstack server migrate command to

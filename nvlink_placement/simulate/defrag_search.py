@@ -35,17 +35,20 @@ moves of all plans of this model. Plans that also move servers holding no
 GPU of a target (to make room elsewhere) are not in the model.
 
 The search is exact while it takes at most ``limit`` steps (one step: one
-move tried) and no mesh has more than :data:`MESH_HOLDERS` servers;
-beyond either bound it falls back to a heuristic (each target set's moves
-tried in one greedy order, at most :data:`HEURISTIC_TARGETS` target sets)
-and says so (:attr:`Plan.exact` False).
+move tried, or one partial choice of targets weighed) and no mesh has more
+than :data:`MESH_HOLDERS` servers; beyond either bound it falls back to a
+heuristic and says so (:attr:`Plan.exact` False): for 1, 2, ... ``count``
+domains while it finds a plan, the first choice of targets (in order of
+cost, at most :data:`HEURISTIC_TARGETS`) whose moves succeed in one greedy
+order. Proving that ``count`` domains cannot be freed is the costly case:
+every choice of targets is tried.
 """
 
 import dataclasses
 import itertools
 
 #: Steps of the exact search before it falls back to the heuristic.
-SEARCH_STEPS = 200000
+SEARCH_STEPS = 50000
 #: Target sets the heuristic tries.
 HEURISTIC_TARGETS = 2000
 #: Servers on one mesh whose every subset is weighed (above: greedy).
@@ -290,6 +293,7 @@ class _Search(object):
         low = self.low[wanted]
 
         def walk(i, units, spent, picked):
+            self._step()
             if spent + low[i][max(0, wanted - units)] > cost:
                 return
             if i == len(hosts):
@@ -326,6 +330,8 @@ class _Search(object):
                          key=lambda s: (self.p.hosts.index(s.host),
                                         sorted(labels[s]),
                                         self.p.servers.index(s)))
+        if self._hopeless(servers, protected):
+            return None
         used = dict(self.p.used)
         landed = {h: [] for h in self.p.hosts}
         dead = set()
@@ -363,11 +369,34 @@ class _Search(object):
             return False
         return list(done) if dfs() else None
 
+    def _step(self):
+        self.steps += 1
+        if self.steps > self.limit:
+            raise _OutOfSteps()
+
+    def _hopeless(self, servers, protected):
+        """Whether a server has no destination even in the best case.
+
+        The best case: every server to move already gone. A candidate
+        that does not fit then never does, and one touching a GPU of a
+        target is never safe.
+        """
+        used = dict(self.p.used)
+        for server in servers:
+            for key, amount in server.amounts:
+                used[key] -= amount
+        for server in servers:
+            if not any(not c.gpus & protected and
+                       _fits(c, used, self.p.capacity)
+                       for host in self.p.hosts if host != server.host
+                       for c in self.p.candidates.get(
+                           (server.flavor, host), ())):
+                return True
+        return False
+
     def _try(self, server, host, used, landed, protected):
         """The candidate ``server`` takes on ``host``, or None (not safe)."""
-        self.steps += 1
-        if self.exact and self.steps > self.limit:
-            raise _OutOfSteps()
+        self._step()
         candidates = self.p.candidates.get((server.flavor, host), ())
         pick = next((c for c in candidates
                      if _fits(c, used, self.p.capacity)), None)
@@ -390,10 +419,14 @@ class _Search(object):
             used[key] = used.get(key, 0) + sign * amount
 
     def first(self, wanted, greedy):
-        """The cheapest plan freeing ``wanted`` units, or None."""
-        most = len(self.p.servers)
+        """The cheapest plan freeing ``wanted`` units, or None.
+
+        With ``greedy``: the first found among at most
+        :data:`HEURISTIC_TARGETS` choices of domains, each scheduled in one
+        greedy order.
+        """
         tried = 0
-        for cost in range(most + 1):
+        for cost in range(len(self.p.servers) + 1):
             for picked in self.target_sets(wanted, cost):
                 tried += 1
                 if greedy and tried > HEURISTIC_TARGETS:
@@ -403,32 +436,50 @@ class _Search(object):
                     return picked, moves
         return None
 
+    def best(self, count):
+        """The plan for ``count`` units, or for as many as can be (exact)."""
+        for wanted in range(count, 0, -1):
+            found = self.first(wanted, greedy=False)
+            if found is not None:
+                return found
+        return None
+
+    def most(self, count):
+        """A heuristic plan: 1, 2, ... units while one is found."""
+        found = None
+        for wanted in range(1, count + 1):
+            self.steps = 0
+            try:
+                more = self.first(wanted, greedy=True)
+            except _OutOfSteps:
+                more = None
+            if more is None:
+                break
+            found = more
+        return found
+
 
 def search(problem, count, limit=SEARCH_STEPS):
     """The fewest moves leaving ``count`` domains free (or as many as can).
 
     :param problem: :class:`Problem`.
     :param count: free domains wanted in all.
-    :param limit: steps of the exact search (then the heuristic).
+    :param limit: steps of the exact search, then as many of the
+        heuristic for each count it tries (a step: a move tried, or a
+        partial choice of domains weighed).
     :returns: :class:`Plan`; its ``units`` is below ``count`` when no plan
         of the model reaches ``count`` (then the plan reaching the most).
     """
     state = _Search(problem, limit)
-    found = None
-    wanted = count
-    while wanted > 0 and found is None:
-        try:
-            found = state.first(wanted, greedy=not state.exact)
-        except _OutOfSteps:
-            state._inexact('more than %d steps of search' % limit)
-            found = state.first(wanted, greedy=True)
-        if found is None:
-            wanted -= 1
+    try:
+        found = state.best(count)
+    except _OutOfSteps:
+        state._inexact('more than %d steps of search' % limit)
+        found = state.most(count)
+    blocked = sorted(state.blocked, key=problem.servers.index)
     if found is None:
-        return Plan([], [], 0, state.exact, state.reason,
-                    sorted(state.blocked, key=problem.servers.index))
+        return Plan([], [], 0, state.exact, state.reason, blocked)
     picked, moves = found
     targets = [part for choice in picked for part in choice.parts]
     return Plan(moves, targets, sum(c.units for c in picked), state.exact,
-                state.reason, sorted(state.blocked,
-                                     key=problem.servers.index))
+                state.reason, blocked)
