@@ -210,9 +210,10 @@ class Defrag(commands.OwnOutput, commands.Lister):
     --search-steps steps (a few seconds; proving that K domains cannot be
     freed is what takes long); past that, a heuristic plan, and a warning
     says it is not proven the fewest. Plans that move servers holding no
-    GPU of the domains freed (to make room) are not considered. Every move is checked again
-    against Placement's own candidates as it is applied to a copy of the
-    state, and the N-GPU flavor's query must then offer each freed domain.
+    GPU of the domains freed (to make room) are not considered. Every
+    move is checked again against Placement's own candidates as it is
+    applied to a copy of the state, and the N-GPU flavor's query must then
+    offer each freed domain.
     Rows: the moves in order, with the openstack server migrate command to
     run. Nothing is run or written (--snapshot with --save-snapshot writes
     the state after the moves, for review). Exits 1 when K domains cannot
