@@ -202,3 +202,41 @@ class TestAgainstBruteForce(base.BaseTestCase):
         self.assertGreater(reached, 150)
         self.assertGreater(several, 40)
         self.assertGreater(short, 100)
+
+
+class TestOtherPicks(base.BaseTestCase):
+    """A destination judged as if earlier moves there got other GPUs.
+
+    Host S: domain {s1, s2}, a on s1, b on s2. Host D: a free domain
+    {t, u} and GPUs x, w, y, z; a's flavor is given x or w there, b's
+    {t, x} or {y, z}. Host E: e1, e2, e3. Both domains free at the end:
+    a may go to D (x or w, outside both), but b may not follow it: had
+    Nova given a w, b could be given {t, x}, in the domain kept free.
+    """
+
+    def test_second_move_to_the_host_avoids_the_kept_domain(self):
+        def one(host, *gpus):
+            return _candidate(host, list(gpus), len(gpus))
+        capacity = {(g, GPU): 1 for g in (
+            's1', 's2', 't', 'u', 'x', 'w', 'y', 'z', 'e1', 'e2', 'e3')}
+        capacity.update({(h, CPU): 10 for h in 'SDE'})
+        a = ds.Server('a', 'S', frozenset(['s1']),
+                      one('S', 's1').amounts, 'A')
+        b = ds.Server('b', 'S', frozenset(['s2']),
+                      one('S', 's2').amounts, 'B')
+        used = {k: n for s in (a, b) for k, n in s.amounts}
+        candidates = {
+            ('A', 'D'): [one('D', 'x'), one('D', 'w')],
+            ('A', 'E'): [one('E', 'e1')],
+            ('B', 'D'): [one('D', 't', 'x'), one('D', 'y', 'z')],
+            ('B', 'E'): [one('E', 'e2', 'e3')]}
+        problem = ds.Problem(
+            2, ['S', 'D', 'E'],
+            [ds.Domain('S', 'dS', frozenset(['s1', 's2'])),
+             ds.Domain('D', 'dD', frozenset(['t', 'u']))],
+            [a, b], capacity, used, candidates)
+        plan = ds.search(problem, 2)
+        self.assertEqual([('a', 'D'), ('b', 'E')],
+                         [(m.server.name, m.host) for m in plan.moves])
+        check_plan(self, problem, plan)
+        self.assertEqual(2, brute_force(problem, 2))
