@@ -16,10 +16,11 @@ topology, or N more free GPUs of a mesh):
    query with the server's own resources (what Nova asks for when it
    migrates that server).
 2. Each flavor's candidates on each host with nothing allocated: the
-   same query with ``in_tree`` on that host and no ``limit``, sent to a
-   second embedded Placement holding the same trees and no allocations
-   (Placement's structural answer; in a state, a candidate is open when
-   its amounts fit the capacities).
+   same query with ``in_tree`` on that host and no ``limit``, sent while
+   every allocation is taken out of the (embedded) Placement, then
+   written back (Placement's structural answer; in a state, a candidate
+   is open when its amounts fit the capacities). Written back, each
+   consumer is at generation 1.
 3. :func:`.defrag_search.search` finds the plan: the domains to free and
    the moves, each server once, each destination safe for every candidate
    Nova may be given there (none touches a GPU of a domain the plan
