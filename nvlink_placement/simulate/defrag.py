@@ -109,6 +109,11 @@ class Advice:
                     len(self.offered), len(self.freed)))
 
     def shortfall(self):
+        if not self.exact:
+            return ('only %d free %d-GPU domain(s) found, %d wanted: a '
+                    'heuristic plan (the exact search stopped at its '
+                    'bound; a larger --search-steps may find more)'
+                    % (self.free_after, self.size, self.count))
         if self.unmatched:
             why = ('hold servers whose flavor is not in the flavors file '
                    '(%d server(s): see the warnings), or servers that no '

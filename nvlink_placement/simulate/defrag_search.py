@@ -49,8 +49,9 @@ import itertools
 
 #: Steps of the exact search before it falls back to the heuristic.
 SEARCH_STEPS = 50000
-#: Target sets the heuristic tries.
+#: Target sets the heuristic tries, and its steps, for each count.
 HEURISTIC_TARGETS = 2000
+HEURISTIC_STEPS = 20000
 #: Servers on one mesh whose every subset is weighed (above: greedy).
 MESH_HOLDERS = 12
 
@@ -447,6 +448,7 @@ class _Search(object):
     def most(self, count):
         """A heuristic plan: 1, 2, ... units while one is found."""
         found = None
+        self.limit = HEURISTIC_STEPS
         for wanted in range(1, count + 1):
             self.steps = 0
             try:
@@ -464,9 +466,9 @@ def search(problem, count, limit=SEARCH_STEPS):
 
     :param problem: :class:`Problem`.
     :param count: free domains wanted in all.
-    :param limit: steps of the exact search, then as many of the
-        heuristic for each count it tries (a step: a move tried, or a
-        partial choice of domains weighed).
+    :param limit: steps of the exact search (a step: a move tried, or a
+        partial choice of domains weighed); the heuristic then has
+        :data:`HEURISTIC_STEPS` for each count it tries.
     :returns: :class:`Plan`; its ``units`` is below ``count`` when no plan
         of the model reaches ``count`` (then the plan reaching the most).
     """

@@ -184,6 +184,17 @@ class TestFourHostTrap(_State):
         self.assertEqual(3, result.code)
         self.assertIn('--search-steps must be at least 1', result.stderr)
 
+    def test_heuristic_short_of_the_count(self):
+        # Three quads cannot be freed; the heuristic does not prove it.
+        result = self.defrag(self.state, '--size', '4', '--count', '3',
+                             '--search-steps', '5', '-f', 'json')
+        self.assertEqual(1, result.code, result.stderr)
+        self.assertIn('only 2 free 4-GPU domain(s) found, 3 wanted: a '
+                      'heuristic plan (the exact search stopped at its '
+                      'bound; a larger --search-steps may find more)',
+                      result.stderr)
+        self.assertEqual(2, len(json.loads(result.stdout)))
+
 
 class TestFlavorsOfServers(_State):
     """Servers booted from a volume, with pinned CPUs, of no flavor.
