@@ -38,10 +38,12 @@ class Server:
         host: building, shelved offloaded).
     :ivar devices: PCI devices its flavor asks for, or None when not known
         (extra specs hidden by policy, a value this module cannot read).
+    :ivar flavor: its flavor's name (``original_name``), or None.
     """
     uuid: str
     node: object
     devices: object
+    flavor: object = None
 
 
 def pci_devices(extra_specs):
@@ -75,7 +77,9 @@ def from_body(server):
     specs = flavor.get('extra_specs') if isinstance(flavor, dict) else None
     return Server(server['id'],
                   server.get('OS-EXT-SRV-ATTR:hypervisor_hostname'),
-                  pci_devices(specs))
+                  pci_devices(specs),
+                  flavor.get('original_name') if isinstance(flavor, dict)
+                  else None)
 
 
 def read(compute):

@@ -253,7 +253,7 @@ NO_CATALOG = ('admin_token', 'token_endpoint', 'none', 'noauth',
               'http_basic')
 
 
-def _has_compute_endpoint(config):
+def has_compute_endpoint(config):
     """Whether an openstacksdk ``CloudRegion`` can name a compute API."""
     return bool(config.get_endpoint('compute')) or \
         config.config.get('auth_type') not in NO_CATALOG
@@ -396,7 +396,7 @@ class Check(_PlanCommand):
             return None
         try:
             sdk = live.authenticate(self.app, 'compute API').sdk_connection
-            if source == AUTO and not _has_compute_endpoint(sdk.config):
+            if source == AUTO and not has_compute_endpoint(sdk.config):
                 LOG.info('consumers from Placement (no compute API: auth '
                          'type %s has no service catalog and no '
                          'compute_endpoint_override is set)',

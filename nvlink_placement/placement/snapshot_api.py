@@ -196,7 +196,7 @@ def load(client, document):
             rc: (_relaxed(inv) if (rp['uuid'], rc) in strained else inv)
             for rc, inv in rp.get('inventories', {}).items()}
         _create_provider(client, rp, inventories)
-    _post_allocations(client, document.get('allocations', {}))
+    post_allocations(client, document.get('allocations', {}))
     for rp_uuid in sorted({rp_uuid for rp_uuid, _ in strained}):
         rp = next(p for p in providers if p['uuid'] == rp_uuid)
         url = '/resource_providers/%s/inventories' % rp_uuid
@@ -237,7 +237,8 @@ def _create_provider(client, rp, inventories):
                              'resource_provider_generation': generation})
 
 
-def _post_allocations(client, allocations):
+def post_allocations(client, allocations):
+    """Write snapshot ``allocations`` (new consumers): one POST per kind."""
     typed, untyped = {}, {}
     for consumer, alloc in allocations.items():
         entry = {'allocations': alloc['allocations'],

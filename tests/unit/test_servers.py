@@ -25,12 +25,15 @@ class TestPciDevices(base.BaseTestCase):
         body = {'id': 's1', 'OS-EXT-SRV-ATTR:hypervisor_hostname': 'cn-1',
                 'flavor': {'original_name': 'gpu.2x', 'extra_specs': {
                     'pci_passthrough:alias': 'h100:2'}}}
-        self.assertEqual(servers.Server('s1', 'cn-1', 2),
+        self.assertEqual(servers.Server('s1', 'cn-1', 2, 'gpu.2x'),
                          servers.from_body(body))
         # Extra specs hidden (policy), no node (shelved offloaded).
         hidden = {'id': 's2', 'flavor': {'original_name': 'gpu.2x'}}
-        self.assertEqual(servers.Server('s2', None, None),
+        self.assertEqual(servers.Server('s2', None, None, 'gpu.2x'),
                          servers.from_body(hidden))
-        self.assertEqual({'cn-1': [servers.Server('s1', 'cn-1', 2)]},
+        self.assertEqual(servers.Server('s3', None, None),
+                         servers.from_body({'id': 's3'}))
+        self.assertEqual({'cn-1': [servers.Server('s1', 'cn-1', 2,
+                                                  'gpu.2x')]},
                          servers.by_node([servers.from_body(body),
                                           servers.from_body(hidden)]))
