@@ -21,16 +21,29 @@ class TestPciDevices(base.BaseTestCase):
                 ({'pci_passthrough:alias': 'a:1:b:c'}, None)):
             self.assertEqual(devices, servers.pci_devices(specs), specs)
 
+    def test_aliases(self):
+        for specs, aliases in (
+                ({'pci_passthrough:alias': 'h100:2'}, {'h100': 2}),
+                ({'pci_passthrough:alias': 'h100:4:_h100'}, {'h100': 4}),
+                ({'pci_passthrough:alias': 'h100:1, nic:2'},
+                 {'h100': 1, 'nic': 2}),
+                ({'pci_passthrough:alias': 'nic:1,nic:1'}, {'nic': 2}),
+                ({}, {}),
+                (None, None),
+                ({'pci_passthrough:alias': 'h100'}, None)):
+            self.assertEqual(aliases, servers.pci_aliases(specs), specs)
+
     def test_from_body(self):
         body = {'id': 's1', 'OS-EXT-SRV-ATTR:hypervisor_hostname': 'cn-1',
                 'flavor': {'original_name': 'gpu.2x', 'extra_specs': {
                     'pci_passthrough:alias': 'h100:2'}}}
-        self.assertEqual(servers.Server('s1', 'cn-1', 2),
+        self.assertEqual(servers.Server('s1', 'cn-1', 2, ('h100',)),
                          servers.from_body(body))
         # Extra specs hidden (policy), no node (shelved offloaded).
         hidden = {'id': 's2', 'flavor': {'original_name': 'gpu.2x'}}
         self.assertEqual(servers.Server('s2', None, None),
                          servers.from_body(hidden))
-        self.assertEqual({'cn-1': [servers.Server('s1', 'cn-1', 2)]},
+        self.assertEqual({'cn-1': [servers.Server('s1', 'cn-1', 2,
+                                                  ('h100',))]},
                          servers.by_node([servers.from_body(body),
                                           servers.from_body(hidden)]))
