@@ -1,8 +1,12 @@
 """Nova's server list entries and the PCI devices of their flavors."""
 
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import noauth
+from keystoneauth1 import session
 from oslotest import base
 
 from nvlink_placement.flavors import servers
+from tests import compute_pages
 
 
 class TestPciDevices(base.BaseTestCase):
@@ -47,3 +51,35 @@ class TestPciDevices(base.BaseTestCase):
                                                   ('h100',))]},
                          servers.by_node([servers.from_body(body),
                                           servers.from_body(hidden)]))
+
+
+class TestPages(base.BaseTestCase):
+    """:func:`servers.read` follows the pages of the server list."""
+
+    def read(self, listed, max_limit):
+        with compute_pages.ComputePages(listed, max_limit) as pages:
+            adapter = ks_adapter.Adapter(
+                session.Session(auth=noauth.NoAuth()),
+                service_type='compute', endpoint_override=pages.url)
+            found, requests = servers.read(adapter)
+        return found, requests, pages.queries
+
+    def test_every_page_is_read(self):
+        listed = [{'id': 's%d' % i,
+                   'OS-EXT-SRV-ATTR:hypervisor_hostname': 'cn-%d' % (i % 2),
+                   'flavor': {'extra_specs': {
+                       'pci_passthrough:alias': 'h100:%d' % (1 + i % 2)}}}
+                  for i in range(5)]
+        found, requests, queries = self.read(listed, max_limit=2)
+        self.assertEqual(
+            [servers.Server('s%d' % i, 'cn-%d' % (i % 2), 1 + i % 2,
+                            ('h100',)) for i in range(5)], found)
+        self.assertEqual(3, requests)
+        self.assertEqual([None, ['s1'], ['s3']],
+                         [q.get('marker') for q in queries])
+        self.assertEqual([['True']] * 3,
+                         [q.get('all_tenants') for q in queries])
+        # A last page that is full: one more request, answered empty.
+        found, requests, queries = self.read(listed[:4], max_limit=2)
+        self.assertEqual((['s0', 's1', 's2', 's3'], 3),
+                         ([s.uuid for s in found], requests))
