@@ -102,7 +102,9 @@ class Snapshot(commands.Command):
         parser.add_argument('--host', metavar='HOST', action='append',
                             default=[], help='Compute host (repeatable).')
         parser.add_argument('-o', '--output', metavar='FILE', required=True,
-                            help='Snapshot file to write (JSON).')
+                            help='Snapshot file to write (JSON); - writes '
+                                 'it to standard output (the summary line '
+                                 'goes to standard error either way).')
         parser.add_argument('--workers', type=usage.positive_int,
                             default=DEFAULT_WORKERS,
                             metavar='N',
@@ -120,7 +122,9 @@ class Snapshot(commands.Command):
         source.add_argument(
             '--from-topology', metavar='FILE',
             help='Write the flat trees Nova would report for the hosts of '
-                 'this topology file instead of reading Placement.')
+                 'this topology file instead of reading Placement. Here it '
+                 'takes the file; simulate --from-topology is a flag that '
+                 'uses the file of its --topology.')
         group = parser.add_argument_group('with --from-topology')
         group.add_argument(
             '--resource-class', metavar='RC', type=resource_class_option,
@@ -156,18 +160,22 @@ class Snapshot(commands.Command):
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress, left_out=left_out)
-        snapshot.write_file(document, parsed_args.output)
+        output = parsed_args.output
+        if output == '-':
+            # As topology merge -o -: the data alone on standard output.
+            self.app.stdout.write(snapshot.dumps(document))
+            output = '<stdout>'
+        else:
+            snapshot.write_file(document, output)
         why = ('not named by --host' if parsed_args.host else
                'without a Nova PCI provider (--host names trees to export)')
-        for line in snapshot.left_out_lines(parsed_args.output, left_out,
-                                            why):
+        for line in snapshot.left_out_lines(output, left_out, why):
             self.app.stderr.write(line + '\n')
         if not parsed_args.from_topology and not parsed_args.snapshot:
-            for line in snapshot.over_capacity(document, parsed_args.output):
+            for line in snapshot.over_capacity(document, output):
                 LOG.warning('%s', line)
         # On standard error, as reshape and flatten say --save-snapshot.
-        self.app.stderr.write(offline.snapshot_written(parsed_args.output,
-                                                       document))
+        self.app.stderr.write(offline.snapshot_written(output, document))
 
     def _from_topology(self, parsed_args):
         sizes = {}
