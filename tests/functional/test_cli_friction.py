@@ -109,3 +109,16 @@ class TestFriction(oslo_base.BaseTestCase):
         text = ' '.join(result.stdout.split())
         self.assertIn('A flag: the topology is --topology\'s file (snapshot '
                       '--from-topology takes the file itself).', text)
+
+    def test_token_left_with_auth_type_none(self):
+        # The laptop recipe exports OS_TOKEN; "--os-auth-type none" then
+        # got keystoneauth's TypeError text alone.
+        result = cli.run(self, '--os-auth-type', 'none', '--os-token',
+                         'admin', '--os-endpoint', 'http://127.0.0.1:9',
+                         'nvlink', 'tree')
+        self.assertEqual(
+            (1, '', 'the Placement credentials mix auth types: '
+             '--os-auth-type none does not take an option given in OS_* '
+             'variables or --os-* options (FixedEndpointPlugin.__init__() '
+             'got an unexpected keyword argument \'token\'); unset it\n'),
+            (result.code, result.stdout, result.stderr))
