@@ -232,9 +232,13 @@ class VerifyFlavors(commands.Lister):
     and exactly one NVLink domain of the flavor's size. Rows per flavor
     and host: candidates, distinct valid and invalid GPU sets, free
     domains no candidate offers, and status: "ok", "not reshaped" (the
-    query names a group trait Placement does not have yet), or "problem"
+    query names a group trait Placement does not have yet), "no-match"
+    (the query can match no GPU of the host, so nothing is proven: no
+    compute node of that name, no provider of its GPUs, or free GPUs none
+    of which has the alias' resource class and traits, as with a wrong
+    --resource-class or flavors of another GPU model), or "problem"
     (the messages on standard error say which). Exits 1 on any invalid
-    set, missing domain or problem, naming the GPUs and domains.
+    set, missing domain, no-match or problem, naming the GPUs and domains.
     """
 
     auth_required = False
@@ -400,6 +404,9 @@ class VerifyFlavors(commands.Lister):
 
 def _status(result, row):
     """The status column of one ``flavor verify`` row."""
+    host = next((h for h in result.hosts if h.host == row[1]), None)
+    if result.no_match or (host is not None and host.no_match):
+        return 'no-match'
     if any('the tree is not reshaped' in p for p in result.problems):
         return 'not reshaped'
     if any('member traits this flavor requires' in p or 'lack their '

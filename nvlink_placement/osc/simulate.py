@@ -106,7 +106,10 @@ class Simulate(commands.Lister):
                             help='Start from this Placement snapshot.')
         source.add_argument('--from-topology', action='store_true',
                             help='Start from the flat trees Nova reports for '
-                                 'the topology\'s hosts (empty hosts).')
+                                 'the topology\'s hosts (empty hosts). A '
+                                 'flag: the topology is --topology\'s file '
+                                 '(snapshot --from-topology takes the file '
+                                 'itself).')
         parser.add_argument('--layout', action='append',
                             choices=engine.LAYOUTS, default=[],
                             help='flat (upstream flavors on the flat tree) '

@@ -199,9 +199,9 @@ class MergeTopology(commands.Command):
     twice is read once. The merged document is validated before it is
     written: nothing is written when anything is wrong. Without -o (or
     with -o -) it goes to standard output, the summary line to standard
-    error. Hosts that cover less than their board (see topology validate)
-    are warnings on standard error, naming the fragment; with --strict
-    they are errors and nothing is written.
+    error (with -o FILE too). Hosts that cover less than their board (see
+    topology validate) are warnings on standard error, naming the
+    fragment; with --strict they are errors and nothing is written.
     """
 
     auth_required = False
@@ -250,7 +250,7 @@ class MergeTopology(commands.Command):
         except OSError as exc:
             raise errors.NvlinkError('%s: %s' % (output,
                                                  exc.strerror or exc))
-        self.app.stdout.write(summary)
+        self.app.stderr.write(summary)
 
 
 def select_hosts(topology, names):

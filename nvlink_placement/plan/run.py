@@ -136,7 +136,13 @@ def load_gpu_allocations(client, state, hosts, servers=None):
     devices or more (or an unknown number); a host whose GPUs in use are
     more than those servers hold plus one per 1-GPU server there (a
     consumer Nova does not list: a migration, a reservation) is read as
-    without ``servers``. Without them, per host one read of the compute
+    without ``servers``. A 1-device server counts as a 1-GPU server only
+    when its alias gives GPUs: the server list names aliases, not resource
+    classes, so each alias is learnt from the allocations of one of its
+    servers (a multi-GPU server already read, else one read of a 1-device
+    server of that alias): an alias whose server holds a unit of one of
+    the topology's GPUs gives GPUs; one of a NIC VF does not, and its
+    servers account for no GPU. Without them, per host one read of the compute
     node's allocations (every instance holds VCPU or memory there) and
     one ``GET /allocations/{consumer}`` per consumer found; a GPU in use
     that none of them holds (reserved, or held by a consumer without
@@ -168,11 +174,16 @@ def load_gpu_allocations(client, state, hosts, servers=None):
                          for s in servers.get(name, ())
                          if s.devices is None or s.devices >= 2})
         held = dict(zip(wanted, _consumer_reads(client, wanted)))
+        gpus = {state.by_name[n].uuid for host in hosts for n in host.gpus
+                if n in state.by_name}
+        gpu_aliases = _gpu_aliases(client, busy_hosts, servers, held, gpus)
         holding = set().union(*(set(a) for a in held.values()))
         busy_hosts = [
             (name, node, busy) for name, node, busy in busy_hosts
             if len(busy - holding) > sum(
-                1 for s in servers.get(name, ()) if s.devices == 1)]
+                1 for s in servers.get(name, ()) if s.devices == 1 and
+                s.uuid not in held and s.aliases and
+                set(s.aliases) <= gpu_aliases)]
     found = reads.parallel(lambda h: state_mod.node_consumers(client, h[1]),
                            busy_hosts, READ_WORKERS)
     consumers = sorted(set().union(*found) - set(held))
@@ -184,6 +195,38 @@ def load_gpu_allocations(client, state, hosts, servers=None):
                     consumer] = resources
     unread = set().union(*(b for _, _, b in busy_hosts))
     state_mod.load_allocations(client, state, unread - set(state.allocations))
+
+
+def _gpu_aliases(client, busy_hosts, servers, held, gpus):
+    """The aliases whose servers hold GPUs of ``gpus`` (uuids).
+
+    Learnt from the servers of one alias already in ``held`` (consumer ->
+    allocations), then from one read per alias of the 1-device servers on
+    ``busy_hosts`` not learnt yet; those reads join ``held``.
+    """
+    learnt = {}
+
+    def learn(server, allocations):
+        if server.aliases and len(server.aliases) == 1:
+            alias = server.aliases[0]
+            learnt[alias] = learnt.get(alias, False) or bool(
+                gpus & set(allocations))
+
+    listed = [s for name, _, _ in busy_hosts for s in servers.get(name, ())]
+    for server in listed:
+        if server.uuid in held:
+            learn(server, held[server.uuid])
+    samples = {}
+    for server in sorted(listed, key=lambda s: s.uuid):
+        if server.devices == 1 and server.aliases and (
+                server.aliases[0] not in learnt):
+            samples.setdefault(server.aliases[0], server)
+    chosen = [samples[a] for a in sorted(samples)]
+    for server, allocations in zip(chosen, _consumer_reads(
+            client, [s.uuid for s in chosen])):
+        held[server.uuid] = allocations
+        learn(server, allocations)
+    return {alias for alias, gives in learnt.items() if gives}
 
 
 def _consumer_reads(client, consumers):

@@ -174,7 +174,7 @@ class TestHelp(base.BaseTestCase):
 
     def test_help_is_plain_text(self):
         commands = _entry_points()
-        self.assertEqual(16, len(commands))
+        self.assertEqual(17, len(commands))
         for words in commands:
             result = cli.run(self, 'nvlink', *words + ['--help'])
             self.assertEqual(0, result.code, words)

@@ -68,11 +68,14 @@ class TestEveryBoard(base.BaseTestCase):
         self.assertEqual(0, result.code, result.stderr)
         return result
 
-    def verify_all(self, hosts):
+    def verify_all(self, hosts, prefix=None):
         """Run the whole flow on ``hosts``; returns (topology, rows)."""
         topology = self.path('topology.yaml')
+        document = {'version': 1, 'hosts': hosts}
+        if prefix:
+            document['group_trait_prefix'] = prefix
         with open(topology, 'w') as f:
-            yaml.safe_dump({'version': 1, 'hosts': hosts}, f)
+            yaml.safe_dump(document, f)
         flat, reshaped = self.path('flat.json'), self.path('reshaped.json')
         self.nvlink('snapshot', '--from-topology', topology,
                     '--resource-class', RC, '-o', flat)
@@ -90,8 +93,8 @@ class TestEveryBoard(base.BaseTestCase):
                              '--resource-class', RC, '-f', 'json')
         return loader.load(topology), json.loads(result.stdout), result
 
-    def assert_one_candidate_per_domain(self, hosts):
-        topology, rows, result = self.verify_all(hosts)
+    def assert_one_candidate_per_domain(self, hosts, prefix=None):
+        topology, rows, result = self.verify_all(hosts, prefix)
         checked = 0
         for row in rows:
             size = int(row['flavor'].split('.')[-1].rstrip('x'))
@@ -120,6 +123,51 @@ class TestEveryBoard(base.BaseTestCase):
             by[('cn-hgx-h100-8gpu', 'gpu.gpu.%dx' % n)] for n in (2, 4, 8)))
         self.assertEqual((8, 2, 1), tuple(
             by[('cn-dgx-1-v100', 'gpu.gpu.%dx' % n)] for n in (2, 4, 8)))
+
+    def test_prefix_with_a_digit_before_its_last_character(self):
+        # CUSTOM_NVL2_ + 2 + _MEMBER0: the size is read after the prefix.
+        rows = self.assert_one_candidate_per_domain(
+            {'cn': board_host('hgx-h100-8gpu')}, prefix='CUSTOM_NVL2_')
+        self.assertEqual([('gpu.gpu.%dx' % n, c) for n, c in (
+            (1, 8), (2, 4), (4, 2), (8, 1))],
+            [(r['flavor'], r['candidates']) for r in rows])
+        with open(self.path('reshaped.json')) as f:
+            traits = {t for p in json.load(f)['resource_providers']
+                      for t in p.get('traits', ())}
+        self.assertLessEqual({'CUSTOM_NVL2_2', 'CUSTOM_NVL2_2_MEMBER0',
+                              'CUSTOM_NVL2_8_MEMBER7'}, traits)
+
+    def test_prefix_ending_in_a_digit_is_refused(self):
+        # Once, verify read CUSTOM_NVL22_MEMBER0 as size 22 and said a
+        # free pair was "never offered"; such a prefix is refused now.
+        topology = self.path('digit.yaml')
+        with open(topology, 'w') as f:
+            yaml.safe_dump({'version': 1, 'group_trait_prefix': 'CUSTOM_NVL2',
+                            'hosts': {'cn': board_host('hgx-h100-8gpu')}}, f)
+        fine = self.path('fine.yaml')
+        with open(fine, 'w') as f:
+            yaml.safe_dump({'version': 1, 'group_trait_prefix': 'CUSTOM_NVL',
+                            'hosts': {'cn': board_host('hgx-h100-8gpu')}}, f)
+        snap, flavors = self.path('flat.json'), self.path('flavors.json')
+        self.nvlink('snapshot', '--from-topology', fine, '--resource-class',
+                    RC, '-o', snap)
+        with open(flavors, 'w') as f:
+            f.write(self.nvlink('flavor', 'generate', '--topology', fine,
+                                '--alias', 'gpu', '-f', 'json').stdout)
+        why = ('%s: group_trait_prefix: CUSTOM_NVL2 ends in a digit, so its '
+               'traits read two ways' % topology)
+        for argv in (('topology', 'validate', topology),
+                     ('snapshot', '--from-topology', topology,
+                      '--resource-class', RC, '-o', self.path('x.json')),
+                     ('flavor', 'verify', '--topology', topology,
+                      '--flavors', flavors, '--snapshot', snap,
+                      '--resource-class', RC)):
+            result = cli.run(self, 'nvlink', *argv)
+            self.assertEqual((1, ''), (result.code, result.stdout), argv)
+            self.assertIn(why, result.stderr)
+            self.assertNotIn('never offered', result.stderr)
+            self.assertNotIn('Traceback', result.stderr)
+        self.assertFalse(os.path.exists(self.path('x.json')))
 
     def test_four_and_sixteen_gpu_boards(self):
         for count in (4, 16):
