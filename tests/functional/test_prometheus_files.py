@@ -1,16 +1,21 @@
-"""The shipped Prometheus rules and Grafana dashboard, checked by promtool.
+"""The shipped monitoring files: Prometheus rules, dashboard, systemd units.
 
 ``etc/prometheus/nvlink-placement.rules.yml`` must load (``promtool check
 rules``) and pass its unit tests (``promtool test rules``: input series,
 expected alerts, the ``for:`` durations and the staleness cases). Every
 expression of the rules and of the dashboard must parse and name only
 metrics that ``check --prometheus-textfile`` writes, so renaming a metric
-breaks a test here.
+breaks a test here. The systemd service's command line runs as written
+(on a snapshot instead of the cloud).
 """
 
+import configparser
 import json
 import os
 import re
+import shlex
+import shutil
+import subprocess
 
 import fixtures
 from oslotest import base
@@ -18,6 +23,7 @@ import yaml
 
 from nvlink_placement.report import metrics
 from tests.functional import base as fbase
+from tests.functional import cli
 from tests import promtool
 
 PROMETHEUS = os.path.join(fbase.ROOT, 'etc', 'prometheus')
@@ -25,6 +31,7 @@ RULES = os.path.join(PROMETHEUS, 'nvlink-placement.rules.yml')
 RULE_TESTS = os.path.join(PROMETHEUS, 'nvlink-placement.rules.test.yml')
 DASHBOARD = os.path.join(fbase.ROOT, 'etc', 'grafana',
                          'nvlink-placement.json')
+SYSTEMD = os.path.join(fbase.ROOT, 'etc', 'systemd')
 NAME = re.compile(r'\b%s[a-z0-9_]+' % metrics.PREFIX)
 WRITTEN = {metrics.PREFIX + name for name in metrics.METRICS}
 
@@ -151,3 +158,58 @@ class TestDashboard(base.BaseTestCase):
                 f)
         code, output = promtool.run(self, 'check', 'rules', path)
         self.assertEqual(1, code, output)
+
+
+def unit(name):
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.optionxform = str
+    parser.read(os.path.join(SYSTEMD, name))
+    return parser
+
+
+class TestSystemdUnits(base.BaseTestCase):
+
+    def test_the_service_command_runs(self):
+        service = unit('nvlink-placement-check.service')
+        self.assertEqual('oneshot', service['Service']['Type'])
+        self.assertEqual('2', service['Service']['SuccessExitStatus'])
+        argv = shlex.split(service['Service']['ExecStart'])
+        self.assertEqual(['/usr/bin/openstack', 'nvlink', 'check'], argv[:3])
+        options = {a: argv[i + 1] for i, a in enumerate(argv)
+                   if a in ('--topology', '--prometheus-textfile')}
+        prom = options['--prometheus-textfile']
+        self.assertEqual(service['Service']['ReadWritePaths'],
+                         os.path.dirname(prom))
+        # The same options on the example snapshot, writing to a temp dir.
+        tmp = self.useFixture(fixtures.TempDir()).path
+        mine = os.path.join(tmp, os.path.basename(prom))
+        swap = {options['--topology']: fbase.H100_TOPOLOGY, prom: mine}
+        result = cli.run(self, *[swap.get(a, a) for a in argv[1:]],
+                         '--snapshot', fbase.H100_SNAPSHOT)
+        self.assertEqual(2, result.code, result.stderr)   # flat: drift
+        self.assertIsInstance(json.loads(result.stdout), list)
+        with open(mine) as f:
+            self.assertIn('nvlink_placement_check_success 1\n', f.read())
+
+    def test_the_timer_starts_the_service_every_5_minutes(self):
+        timer = unit('nvlink-placement-check.timer')
+        self.assertEqual('5min', timer['Timer']['OnUnitActiveSec'])
+        self.assertEqual('timers.target', timer['Install']['WantedBy'])
+        self.assertNotIn('Unit', timer['Timer'])    # the same-named service
+
+    def test_systemd_analyze_verify(self):
+        analyze = shutil.which('systemd-analyze')
+        if analyze is None:
+            self.skipTest('no systemd-analyze')
+        tmp = self.useFixture(fixtures.TempDir()).path
+        paths = []
+        for name in sorted(os.listdir(SYSTEMD)):
+            shutil.copy(os.path.join(SYSTEMD, name), tmp)
+            paths.append(os.path.join(tmp, name))
+        result = subprocess.run([analyze, 'verify'] + paths,
+                                capture_output=True, text=True, timeout=60)
+        # openstack is not installed at /usr/bin here: the one complaint.
+        complaints = [line for line in (result.stdout + result.stderr)
+                      .splitlines() if line.strip() and
+                      '/usr/bin/openstack is not executable' not in line]
+        self.assertEqual([], complaints)
