@@ -3,9 +3,9 @@
 import os
 import sys
 
-# Directives made from the code and the shipped files (_ext/).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
-    __file__)), '_ext'))
+# Directives made from the code and the shipped files (_ext/; Sphinx runs
+# this file from its own directory).
+sys.path.insert(0, os.path.abspath('_ext'))
 
 project = 'nvlink-placement'
 copyright = '2026, nvlink-placement developers'

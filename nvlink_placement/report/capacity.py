@@ -75,6 +75,15 @@ def _count(host, size):
     return fits, broken
 
 
+def _sizes(host):
+    """The sizes counted on ``host``: 1, its domains' and meshes', all."""
+    sizes = {1} | {n for n, _ in host.domains} | {
+        n for served, _ in host.meshes for n in served}
+    if len(host.status) > 1:
+        sizes.add(len(host.status))
+    return sorted(sizes)
+
+
 def rows(hosts):
     """Capacity rows (see :data:`COLUMNS`), per host then ``total``.
 
@@ -87,11 +96,7 @@ def rows(hosts):
         states = list(host.status.values())
         counts = (states.count(usage.FREE), states.count(usage.USED),
                   states.count(usage.RESERVED))
-        sizes = {1} | {n for n, _ in host.domains} | {
-            n for served, _ in host.meshes for n in served}
-        if len(host.status) > 1:
-            sizes.add(len(host.status))
-        for size in sorted(sizes):
+        for size in _sizes(host):
             fits, broken = _count(host, size)
             row = (host.name, size, fits) + counts + (broken,)
             out.append(row)
@@ -231,7 +236,7 @@ class _Status(object):
 
 def cloud(state, host_names, findings=(),
           prefix=model.DEFAULT_TRAIT_PREFIX):
-    """:class:`Cloud` of the trees ``roots``, from reads already made.
+    """:class:`Cloud` of the hosts ``host_names``, from reads made already.
 
     Needs no read per host: the domains and meshes come from the provider
     tree in ``state`` (:func:`hosts_from_state` without a topology, so
@@ -277,10 +282,6 @@ def cloud(state, host_names, findings=(),
             classes.setdefault(gpu, next(iter(guess)))
     result = Cloud({}, {}, {}, {}, {})
     for host in hosts:
-        sizes = {1} | {n for n, _ in host.domains} | {
-            n for served, _ in host.meshes for n in served}
-        if len(host.status) > 1:
-            sizes.add(len(host.status))
         for rc in sorted({classes[g] for g in host.status}):
             mine = dataclasses.replace(host, status={
                 g: s if classes[g] == rc else usage.USED
@@ -290,7 +291,7 @@ def cloud(state, host_names, findings=(),
             _add(result.gpus, rc, sum(1 for g in host.status
                                       if classes[g] == rc))
             _add(result.free_gpus, rc, free_here)
-            for size in sorted(sizes):
+            for size in _sizes(host):
                 fits, _ = _count(mine, size)
                 _add(result.free_domains, (rc, size), fits)
                 _add(result.stranded_gpus, (rc, size),
