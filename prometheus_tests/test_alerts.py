@@ -7,7 +7,8 @@ node exporter, which a real Prometheus scrapes every second, evaluating
 ``for:`` durations cut to 2 s (thresholds as shipped). The alerts are
 read from Prometheus's HTTP API (``/api/v1/alerts``): a planted drift
 fires and its repair resolves it; filling the cloud until no 8-GPU
-instance fits fires the capacity and stranded-GPU alerts; a check that
+instance fits fires the capacity and stranded-GPU alerts, and deleting
+those instances resolves them; a check that
 cannot reach Placement fires the failing alert; before any check the
 staleness alert fires. Every expression of the dashboard answers.
 """
@@ -145,9 +146,10 @@ class TestAlerts(base.BaseTestCase):
         # size 8, and the 3 free GPUs of each quad touched for size 4
         # (6 of 16); the quads not touched still hold one 4-GPU instance
         # each (2: not below the threshold).
-        for host, address in ((HOST, '0000:4C:00.0'),
-                              ('compute-02', '0000:3A:00.0')):
-            novalike.allocate(self.client, str(uuid.uuid4()), {
+        consumers = [str(uuid.uuid4()), str(uuid.uuid4())]
+        for consumer, (host, address) in zip(consumers, (
+                (HOST, '0000:4C:00.0'), ('compute-02', '0000:3A:00.0'))):
+            novalike.allocate(self.client, consumer, {
                 self.uuids['%s_%s' % (host, address)]: {RC: 1}})
         self.check(0)
         low = self.firing('NvlinkCapacityLow', resource_class=RC, size='8',
@@ -162,6 +164,13 @@ class TestAlerts(base.BaseTestCase):
         self.assertEqual({low: ('firing', 0.0),
                           stranded: ('firing', 14 / 16),
                           quads: ('firing', 6 / 16)}, alerts)
+
+        # The instances deleted: every alert resolves.
+        for consumer in consumers:
+            self.client.request('DELETE', '/allocations/%s' % consumer,
+                                expect=(204,))
+        self.check(0)
+        self.wait('capacity alerts resolve', lambda a: not a)
 
     def test_failing_check_fires(self):
         self.check(2)      # flat: drift, but a success
