@@ -130,3 +130,48 @@ class TestCapacityMetrics(base.BaseTestCase):
                                             'x_total 1\n')
         self.assertEqual(3, code, output)
         self.assertIn('x_total', output)
+
+
+class TestMeshesAndClasses(base.BaseTestCase):
+    """``etc/examples/direct-nvlink.yaml``: three GPU models, meshes only.
+
+    An HGX H100 4-GPU (one 4-GPU mesh; the example's instance holds one
+    GPU), a DGX-1 V100 (meshes of modules 1-4 and 5-8) and a GB200 tray
+    (one 4-GPU mesh), each of its own resource class.
+    """
+
+    def test_meshes_count_the_instances_they_still_hold(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        topology = os.path.join(fbase.EXAMPLES, 'direct-nvlink.yaml')
+        reshaped = os.path.join(tmp, 'reshaped.json')
+        prom = os.path.join(tmp, 'nvlink.prom')
+        self.assertEqual(0, cli.run(
+            self, 'nvlink', 'reshape', '--topology', topology, '--snapshot',
+            os.path.join(fbase.EXAMPLES, 'direct-nvlink-snapshot.json'),
+            '--save-snapshot', reshaped).code)
+        result = cli.run(self, 'nvlink', 'check', '--topology', topology,
+                         '--snapshot', reshaped, '--prometheus-textfile',
+                         prom)
+        self.assertEqual(0, result.code, result.stderr)
+        m = metrics(prom)
+
+        def per_size(name, rc):
+            return {dict(k[1:])['size']: v for k, v in m.items()
+                    if k[0] == 'nvlink_placement_' + name and
+                    ('resource_class', rc) in k}
+        h100, v100, gb200 = ('CUSTOM_PCI_10DE_2330', 'CUSTOM_PCI_10DE_1DB5',
+                             'CUSTOM_PCI_10DE_2941')
+        # H100 4-GPU: 3 free GPUs of one mesh hold one pair (one GPU
+        # left over), no quad.
+        self.assertEqual({'1': 3, '2': 1, '4': 0},
+                         per_size('free_domains', h100))
+        self.assertEqual({'1': 0, '2': 1, '4': 3},
+                         per_size('stranded_gpus', h100))
+        # DGX-1, all free: two pairs per quad mesh, both quads, the host.
+        self.assertEqual({'1': 8, '2': 4, '4': 2, '8': 1},
+                         per_size('free_domains', v100))
+        self.assertEqual({'1': 4, '2': 2, '4': 1},
+                         per_size('free_domains', gb200))
+        self.assertEqual({h100: 4, v100: 8, gb200: 4}, {
+            dict(k[1:])['resource_class']: v for k, v in m.items()
+            if k[0] == 'nvlink_placement_gpus'})
