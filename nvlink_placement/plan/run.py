@@ -25,11 +25,15 @@ class Result:
     :ivar findings: drift that no action repairs (for ``check``).
     :ivar failures: :class:`HostFailure` list (empty for dry runs).
     :ivar applied: True when writes were attempted.
+    :ivar state: the :class:`nvlink_placement.placement.state.State` read
+        before any write (its ``free`` filled when asked, see
+        :func:`read_and_plan`).
     """
     actions: list
     findings: list
     failures: list
     applied: bool
+    state: object = None
 
     def written(self):
         """The actions that were applied (all but failed hosts' tails)."""
@@ -85,7 +89,7 @@ def hosts_outside(state, names):
 
 
 def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
-                  members=False, servers=None):
+                  members=False, servers=None, free=False):
     """Read Placement (constant requests plus a few inventories) and plan.
 
     :param more_hosts: optional callable(state, names) returning more
@@ -97,6 +101,11 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
         findings (``check``).
     :param servers: optional Nova server list for the allocation reads
         (see :func:`load_gpu_allocations`).
+    :param free: fill ``state.free`` (dict GPU RP uuid -> resource class
+        of the GPUs with a free unit, :func:`state.free_gpu_classes`) even
+        when no allocation is read; the allocation reads use the same
+        listing, so it costs nothing more when they run (``check``'s
+        capacity metrics).
     :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
@@ -110,12 +119,14 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
     state_mod.load_inventories(
         client, current, planner.inventories_needed(current, desired_hosts))
     plan = planner.plan(current, desired_hosts, members)
+    current.free = state_mod.free_gpu_classes(client) if free else None
     if allocations:
         hosts = [h for h in desired_hosts if h.known and h.groups]
         if allocations == CHANGED_HOSTS:
             changed = {a.host for a in plan.actions}
             hosts = [h for h in hosts if h.name in changed]
-        load_gpu_allocations(client, current, hosts, servers)
+        load_gpu_allocations(client, current, hosts, servers,
+                             free=current.free)
         plan.findings.extend(planner.split_allocations(current, hosts))
     return current, plan
 
@@ -124,7 +135,7 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
 READ_WORKERS = 4
 
 
-def load_gpu_allocations(client, state, hosts, servers=None):
+def load_gpu_allocations(client, state, hosts, servers=None, free=None):
     """Load the allocations of the GPUs in use on ``hosts``.
 
     Only hosts with two GPUs in use or more can hold a split allocation,
@@ -152,10 +163,13 @@ def load_gpu_allocations(client, state, hosts, servers=None):
     :param servers: optional ``{node name: [server]}``, each server with
         ``uuid`` and ``devices`` (PCI devices of its flavor, None when not
         known).
+    :param free: the free GPUs already listed (uuids), or None: listed
+        here.
     """
     if not hosts:
         return
-    free = state_mod.free_gpus(client)
+    if free is None:
+        free = state_mod.free_gpus(client)
     busy_hosts = []
     for host in hosts:
         busy = {state.by_name[n].uuid for n in host.gpus
@@ -237,15 +251,16 @@ def _consumer_reads(client, consumers):
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         on_host=None, more_hosts=None, allocations=None, members=False,
-        servers=None):
+        servers=None, free=False):
     """Read Placement, plan, and apply unless ``apply`` is False.
 
-    ``allocations``, ``members``, ``servers``: see :func:`read_and_plan`.
+    ``allocations``, ``members``, ``servers``, ``free``: see
+    :func:`read_and_plan`.
     """
     current, plan = read_and_plan(client, desired_hosts, more_hosts,
-                                  allocations, members, servers)
+                                  allocations, members, servers, free)
     if not apply or not plan.actions:
-        return Result(plan.actions, plan.findings, [], False)
+        return Result(plan.actions, plan.findings, [], False, current)
     failures = executor.apply(client, plan.actions, current, workers=workers,
                               on_action=on_action, on_host=on_host)
-    return Result(plan.actions, plan.findings, failures, True)
+    return Result(plan.actions, plan.findings, failures, True, current)
