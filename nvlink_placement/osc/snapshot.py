@@ -14,6 +14,7 @@ from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
 from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.osc import usage
+from nvlink_placement.placement import as_configured
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
@@ -92,6 +93,16 @@ class Snapshot(commands.Command):
     <host>_<ADDRESS> with COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA), with
     reproducible uuids, to plan, verify flavors and size capacity before
     the hosts exist.
+
+    With --as-configured TOPOLOGY the exported trees are written as Nova
+    will report them once each nova-compute of the topology runs the [pci]
+    device_spec entries "openstack nvlink nova-config --host HOST" prints:
+    each GPU provider gets exactly the traits of the first entry its
+    device matches (the member traits the multi-GPU flavors require), and
+    nothing else changes. Standard error says per host what was added; a
+    GPU provider no entry matches (a GPU the topology excludes) is named
+    and left as it is. CI verifies flavors on the result before the
+    rollout.
     """
 
     auth_required = False
@@ -120,6 +131,13 @@ class Snapshot(commands.Command):
             '--from-topology', metavar='FILE',
             help='Write the flat trees Nova would report for the hosts of '
                  'this topology file instead of reading Placement.')
+        parser.add_argument(
+            '--as-configured', metavar='TOPOLOGY',
+            help='Write the trees as Nova reports them once restarted with '
+                 'the [pci] device_spec entries nova-config prints for this '
+                 'topology file: each GPU provider gets the traits of the '
+                 'entry its device matches (not with --from-topology, '
+                 'which gives them already).')
         group = parser.add_argument_group('with --from-topology')
         group.add_argument(
             '--resource-class', metavar='RC', type=resource_class_option,
@@ -144,6 +162,16 @@ class Snapshot(commands.Command):
                 '%s only go%s with --from-topology (a snapshot of Placement '
                 'copies what is there)' % (' and '.join(given),
                                            'es' if len(given) == 1 else ''))
+        if parsed_args.as_configured and parsed_args.from_topology:
+            raise errors.UsageError(
+                '--as-configured goes with --snapshot or a live cloud: '
+                '--from-topology already writes the traits of nova-config\'s '
+                'device_spec entries')
+        configured = None
+        if parsed_args.as_configured:
+            # Read before the export: a bad file costs no Placement reads.
+            configured = topology_cmd.load_topology(
+                self.app, parsed_args.as_configured)
         left_out = {}
         if parsed_args.from_topology:
             document = self._from_topology(parsed_args)
@@ -155,6 +183,9 @@ class Snapshot(commands.Command):
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress, left_out=left_out)
+        if configured is not None:
+            document = self._as_configured(document, configured,
+                                           parsed_args.host)
         snapshot.write_file(document, parsed_args.output)
         why = ('not named by --host' if parsed_args.host else
                'without a Nova PCI provider (--host names trees to export)')
@@ -167,6 +198,29 @@ class Snapshot(commands.Command):
         # On standard error, as reshape and flatten say --save-snapshot.
         self.app.stderr.write(offline.snapshot_written(parsed_args.output,
                                                        document))
+
+    def _as_configured(self, document, topology, names):
+        hosts = [n for n in names if n in topology.hosts] if names else [
+            n for n in topology.hosts]
+        document, reports, messages = as_configured.apply(
+            document, topology, hosts)
+        snapshot.validate(document, topology.source)
+        for report in reports:
+            self.app.stderr.write('as configured: %s\n' % report.line())
+        for message in messages:
+            LOG.warning('%s', message)
+        unmatched = sum(len(r.unmatched) for r in reports)
+        if unmatched:
+            LOG.warning('%d GPU provider(s) match no device_spec entry of '
+                        'nova-config: the topology excludes or does not list '
+                        'them, so Nova will delete them (or refuse while '
+                        'they are allocated); left as they are', unmatched)
+        self.app.stderr.write(
+            'as configured: %d host(s), %d of %d GPU provider(s) given '
+            'traits, %d unmatched\n' % (
+                len(reports), sum(len(r.added) for r in reports),
+                sum(r.providers for r in reports), unmatched))
+        return document
 
     def _from_topology(self, parsed_args):
         sizes = {}
