@@ -57,6 +57,20 @@ def _hosts(app, parsed_args):
     return topology, topology_cmd.select_hosts(topology, parsed_args.host)
 
 
+def reach(topology, hosts):
+    """The topology's hosts a flavor for ``hosts`` can land on.
+
+    Those with a usable GPU of a class the GPUs of ``hosts`` have (GPUs
+    of unknown class are one class): the alias names the class, not the
+    hosts.
+    """
+    classes = {request.gpu_class(h.gpus[a]) for h in hosts
+               for a in h.usable()}
+    return [h for h in topology.hosts.values()
+            if any(request.gpu_class(h.gpus[a]) in classes
+                   for a in h.usable())]
+
+
 def _warn_wide(hosts, flavors):
     """Warn of flavors whose GPU groups carry no member traits.
 
@@ -84,6 +98,10 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     nova-config") and make each free domain one allocation candidate. The
     whole-host flavor carries the alias, member traits and policy; 1-GPU
     flavors only the alias. A size no NVLink group has is refused.
+    With --host, sizes are still judged on every topology host with GPUs
+    of the same class (the alias, not --host, decides where Nova looks): a
+    size that is the whole of a selected host but a domain of another is
+    a domain flavor.
     --dialect upstream refuses every size but 1 and the whole host:
     upstream Nova cannot name the request groups of an alias, and its
     whole-host flavor makes Placement enumerate GPU permutations.
@@ -153,7 +171,8 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
             trait_prefix=topology.trait_prefix,
             name_template=parsed_args.name_template,
             vcpus_per_gpu=parsed_args.vcpus_per_gpu,
-            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk)
+            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk,
+            scope=reach(topology, hosts))
         for size, reason in result.skipped:
             LOG.warning('size %d not generated: %s', size, reason)
         for note in result.notes:
@@ -302,7 +321,7 @@ class VerifyFlavors(commands.Lister):
             raise errors.UsageError('no flavors: give --flavors FILE (as '
                                     '"flavor generate -f json" prints '
                                     'them) or --flavor NAME')
-        _, hosts = _hosts(self.app, parsed_args)
+        topology, hosts = _hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
         if parsed_args.flavor and flavors:
@@ -349,9 +368,10 @@ class VerifyFlavors(commands.Lister):
             for query in queries:
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
                          query.display)
-                results.append(verify.verify(client, query, hosts,
-                                             providers,
-                                             only=bool(parsed_args.host)))
+                results.append(verify.verify(
+                    client, query, hosts, providers,
+                    only=bool(parsed_args.host),
+                    others=list(topology.hosts.values())))
         for result in results:
             self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:
