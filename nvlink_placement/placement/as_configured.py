@@ -132,12 +132,16 @@ def _fallback_ids(trees, host):
     return sorted(found)[0] if len(found) == 1 else (None, None)
 
 
-def apply(document, topology, hosts=()):
+def apply(document, topology, hosts=(), assume_ids=None):
     """The snapshot with each host's PCI providers as Nova will trait them.
 
     :param document: a validated snapshot dict (not changed).
     :param topology: :class:`nvlink_placement.topology.model.Topology`.
     :param hosts: topology host names (all when empty).
+    :param assume_ids: ``(vendor_id, product_id)`` for GPUs whose ids
+        neither the topology nor a ``CUSTOM_PCI_<V>_<P>`` resource class
+        gives: the entries are then printed and matched with them, which
+        amounts to matching by address alone.
     :returns: ``(new document, [HostReport, ...], [message, ...])``; the
         messages name snapshot trees the topology does not have (left as
         they are).
@@ -158,6 +162,9 @@ def apply(document, topology, hosts=()):
             'device_id') for g in host.gpus.values())
         vendor, product = (None, None) if has_ids else _fallback_ids(
             trees, host.name)
+        assumed = not has_ids and vendor is None and assume_ids
+        if assumed:
+            vendor, product = assume_ids
         try:
             entries = devicespec.parse(
                 host_entries(topology, host.name, vendor, product),
@@ -175,8 +182,8 @@ def apply(document, topology, hosts=()):
                 continue
             report.providers += 1
             gpu = host.gpus.get(address)
-            entry = devicespec.first_match(entries, address,
-                                           *_device_ids(gpu, rp))
+            ids = assume_ids if assumed else _device_ids(gpu, rp)
+            entry = devicespec.first_match(entries, address, *ids)
             if entry is None:
                 report.unmatched.append(rp['name'])
                 continue

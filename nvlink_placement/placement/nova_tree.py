@@ -27,9 +27,9 @@ import uuid
 
 from nvlink_placement import errors
 from nvlink_placement import hostnames
+from nvlink_placement.placement import as_configured
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
-from nvlink_placement.topology import members
 from nvlink_placement.topology import pci
 
 #: Traits of a Nova 34 compute node RP: COMPUTE_NODE and OWNER_NOVA from
@@ -45,6 +45,11 @@ MEMORY_MB = 2063784
 DISK_GB = 3500
 CPU_ALLOCATION_RATIO = 4.0
 RESERVED_HOST_MEMORY_MB = 512
+
+
+#: Ids to print and match entries with when neither the topology nor the
+#: resource class gives a GPU's (any pair works: both sides use it).
+_STAND_IN_IDS = ('ffff', 'ffff')
 
 
 def node_uuid(host):
@@ -113,9 +118,10 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     GPUs the topology excludes (vGPU or MIG in use) get no provider:
     they are not passthrough devices, so they are left out of ``[pci]
     device_spec`` (``nova-config``) and Nova reports none for them. Each
-    GPU provider carries its member traits
-    (:mod:`nvlink_placement.topology.members`), as Nova reports them with
-    the ``[pci] device_spec`` entries ``nova-config`` prints.
+    GPU provider carries the traits Nova gives it from the ``[pci]
+    device_spec`` entries ``nova-config`` prints for its host, read as
+    Nova reads them (:mod:`nvlink_placement.placement.as_configured`;
+    GPUs without vendor and device ids are matched by address).
 
     :returns: a validated snapshot dict with no allocations.
     :raises NvlinkError: a GPU with no resource class, an unknown host.
@@ -137,9 +143,7 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
             classes[address] = gpu_resource_class(gpu, resource_class)
             if classes[address] is None:
                 missing.append('%s %s' % (host.name, address))
-        providers.extend(host_providers(
-            host.name, classes, traits=members.traits(
-                host, topology.trait_prefix), **sizes))
+        providers.extend(host_providers(host.name, classes, **sizes))
     if missing:
         raise errors.NvlinkError(
             '%s: no resource class for %s; give --resource-class (Nova '
@@ -148,6 +152,8 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
                 topology.source, ', '.join(missing[:5]) + (
                     ' and %d more' % (len(missing) - 5)
                     if len(missing) > 5 else '')))
-    document = snapshot.document(providers, {})
+    document, _, _ = as_configured.apply(
+        snapshot.document(providers, {}), topology,
+        [host.name for host in selected], assume_ids=_STAND_IN_IDS)
     snapshot.validate(document, topology.source)
     return document
