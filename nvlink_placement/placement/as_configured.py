@@ -124,9 +124,14 @@ def _device_ids(gpu, rp):
 
 
 def _fallback_ids(trees, host):
-    """Ids from the host's GPU providers' ``CUSTOM_PCI_<V>_<P>`` class."""
-    found = {_ids_from_rc(rc) for rp in trees.get(host, ())
-             if naming.PCI_TRAIT in rp.get('traits', ())
+    """Ids from the ``CUSTOM_PCI_<V>_<P>`` class of the host's GPUs.
+
+    Of the PCI providers at the topology's GPU addresses (another device
+    passed through has other ids).
+    """
+    names = {pci.nova_provider_name(host.name, a) for a in host.gpus}
+    found = {_ids_from_rc(rc) for rp in trees.get(host.name, ())
+             if rp['name'] in names
              for rc in rp.get('inventories', {})}
     found.discard((None, None))
     return sorted(found)[0] if len(found) == 1 else (None, None)
@@ -161,7 +166,7 @@ def apply(document, topology, hosts=(), assume_ids=None):
         has_ids = any(g.details.get('vendor_id') and g.details.get(
             'device_id') for g in host.gpus.values())
         vendor, product = (None, None) if has_ids else _fallback_ids(
-            trees, host.name)
+            trees, host)
         assumed = not has_ids and vendor is None and assume_ids
         if assumed:
             vendor, product = assume_ids
