@@ -15,6 +15,7 @@ from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import novaconfig
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
+from nvlink_placement.flavors import rollout
 from nvlink_placement.flavors import verify
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
@@ -109,6 +110,10 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     written) and sets extra specs at compute API microversion 2.86, where
     Nova validates them: upstream Nova refuses the named-alias flavors
     (HTTP 400) instead of storing flavors whose every boot fails.
+    --apply refuses flavors whose member traits no resource provider in
+    Placement has yet (nova-compute has not got nova-config's device_spec
+    entries): the rollout order is Nova entries, member traits seen by
+    check, reshape, flavors; --skip-member-trait-check overrides.
     The mosk dialect runs on MOSK's Nova, or on upstream Nova 34.0.0 with
     this project's nova-patches/ series; to check which Nova a cloud has,
     run --apply (it stops at the first named-alias flavor a Nova without
@@ -159,11 +164,21 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         parser.add_argument('--dry-run', action='store_true',
                             help='With --apply: list the changes, write '
                                  'nothing.')
+        parser.add_argument(
+            rollout.SKIP_OPTION, action='store_true',
+            help='With --apply: create flavors whose member traits no '
+                 'resource provider in Placement has yet. By default '
+                 '--apply refuses them (they would find no host): first '
+                 'give nova-compute the device_spec entries of nova-config '
+                 'and wait until check shows the member traits.')
         return parser
 
     def take_action(self, parsed_args):
         if parsed_args.dry_run and not parsed_args.apply:
             raise errors.UsageError('--dry-run goes with --apply')
+        if parsed_args.skip_member_trait_check and not parsed_args.apply:
+            raise errors.UsageError('%s goes with --apply'
+                                    % rollout.SKIP_OPTION)
         topology, hosts = _hosts(self.app, parsed_args)
         result = generate.generate(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
@@ -180,6 +195,11 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         _warn_wide(hosts, result.flavors)
         self.flavors = result.flavors
         if parsed_args.apply:
+            if not parsed_args.skip_member_trait_check:
+                missing = rollout.unreported(
+                    live.live_client(self.app, parsed_args), result.flavors)
+                if missing:
+                    raise rollout.refusal(missing)
             connection = live.authenticate(self.app).sdk_connection
             changes = compute.apply(connection, result.flavors,
                                     dry_run=parsed_args.dry_run)
