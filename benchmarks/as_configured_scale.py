@@ -24,8 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from nvlink_placement.placement import as_configured  # noqa: E402
-from nvlink_placement.placement import nova_tree  # noqa: E402
+from nvlink_placement.flavors import as_configured  # noqa: E402
 from nvlink_placement.placement import snapshot  # noqa: E402
 from nvlink_placement.topology import loader  # noqa: E402
 from tests import novalike  # noqa: E402
@@ -43,8 +42,8 @@ def main(argv=None):
                                 'gpus': dict(novalike.BOARD1)}
                 for i in range(args.hosts)}}, f)
         topology = loader.load(topology_path)
-        document = nova_tree.from_topology(topology,
-                                           resource_class=novalike.GPU_RC)
+        document = as_configured.from_topology(
+            topology, resource_class=novalike.GPU_RC)
         for rp in document['resource_providers']:
             rp['traits'] = [t for t in rp['traits'] if '_MEMBER' not in t]
         prod = os.path.join(tmp, 'prod.json')

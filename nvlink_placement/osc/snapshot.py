@@ -8,13 +8,13 @@ import re
 import os_resource_classes
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
 from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.osc import usage
-from nvlink_placement.placement import as_configured
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
@@ -235,7 +235,7 @@ class Snapshot(commands.Command):
         topology = topology_cmd.load_topology(self.app,
                                               parsed_args.from_topology)
         rc = parsed_args.resource_class
-        return nova_tree.from_topology(
+        return as_configured.from_topology(
             topology, parsed_args.host,
             resource_class=nova_resource_class(rc) if rc else None,
             **sizes)

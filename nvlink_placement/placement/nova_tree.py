@@ -27,7 +27,6 @@ import uuid
 
 from nvlink_placement import errors
 from nvlink_placement import hostnames
-from nvlink_placement.placement import as_configured
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import pci
@@ -45,11 +44,6 @@ MEMORY_MB = 2063784
 DISK_GB = 3500
 CPU_ALLOCATION_RATIO = 4.0
 RESERVED_HOST_MEMORY_MB = 512
-
-
-#: Ids to print and match entries with when neither the topology nor the
-#: resource class gives a GPU's (any pair works: both sides use it).
-_STAND_IN_IDS = ('ffff', 'ffff')
 
 
 def node_uuid(host):
@@ -118,10 +112,9 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     GPUs the topology excludes (vGPU or MIG in use) get no provider:
     they are not passthrough devices, so they are left out of ``[pci]
     device_spec`` (``nova-config``) and Nova reports none for them. Each
-    GPU provider carries the traits Nova gives it from the ``[pci]
-    device_spec`` entries ``nova-config`` prints for its host, read as
-    Nova reads them (:mod:`nvlink_placement.placement.as_configured`;
-    GPUs without vendor and device ids are matched by address).
+    GPU provider has Nova's own traits only, as before any member-trait
+    entry: :func:`nvlink_placement.flavors.as_configured.from_topology`
+    adds those of the entries ``nova-config`` prints.
 
     :returns: a validated snapshot dict with no allocations.
     :raises NvlinkError: a GPU with no resource class, an unknown host.
@@ -152,8 +145,6 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
                 topology.source, ', '.join(missing[:5]) + (
                     ' and %d more' % (len(missing) - 5)
                     if len(missing) > 5 else '')))
-    document, _, _ = as_configured.apply(
-        snapshot.document(providers, {}), topology,
-        [host.name for host in selected], assume_ids=_STAND_IN_IDS)
+    document = snapshot.document(providers, {})
     snapshot.validate(document, topology.source)
     return document

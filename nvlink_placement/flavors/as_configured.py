@@ -25,6 +25,8 @@ from nvlink_placement import errors
 from nvlink_placement.flavors import devicespec
 from nvlink_placement.flavors import novaconfig
 from nvlink_placement.placement import naming
+from nvlink_placement.placement import nova_tree
+from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import pci
 
 OWNER_NOVA = 'OWNER_NOVA'
@@ -78,6 +80,31 @@ def _ids_from_rc(resource_class):
     match = _RC_IDS.match(resource_class or '')
     return (match.group(1).lower(), match.group(2).lower()) if match \
         else (None, None)
+
+
+#: Ids to print and match entries with when neither the topology nor the
+#: resource class gives a GPU's (any pair works: both sides use it).
+_STAND_IN_IDS = ('ffff', 'ffff')
+
+
+def from_topology(topology, hosts=(), resource_class=None, **sizes):
+    """The flat trees Nova reports for ``hosts``, configured.
+
+    :func:`nova_tree.from_topology` with each GPU provider given the
+    traits of the ``device_spec`` entries ``nova-config`` prints for its
+    host (:func:`apply`; GPUs without vendor and device ids are matched
+    by address). What ``snapshot --from-topology`` writes.
+
+    :returns: a validated snapshot dict with no allocations.
+    :raises NvlinkError: as :func:`nova_tree.from_topology`.
+    """
+    document = nova_tree.from_topology(topology, hosts, resource_class,
+                                       **sizes)
+    names = [h.name for h in topology.select(hosts)]
+    document, _, _ = apply(document, topology, names,
+                           assume_ids=_STAND_IN_IDS)
+    snapshot.validate(document, topology.source)
+    return document
 
 
 def host_entries(topology, host, vendor_id=None, product_id=None):
