@@ -219,6 +219,11 @@ def apply(document, topology, hosts=(), assume_ids=None):
             if entry is None:
                 report.unmatched.append(rp['name'])
                 continue
+            if gpu is not None and gpu.excluded:
+                report.notes.append(
+                    '%s: the topology excludes this GPU (%s) but entry %s '
+                    'matches it: Nova passes it through' % (
+                        rp['name'], gpu.excluded, entry.text))
             old = set(rp.get('traits', ()))
             new = entry.traits() | (old & {OWNER_NOVA})
             if new != old:

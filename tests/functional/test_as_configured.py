@@ -176,6 +176,29 @@ class TestAsConfigured(base.BaseTestCase):
         self.assertIn('17 GPU provider(s) given traits, 1 unmatched',
                       result.stderr.replace('16 of 17', '17'))
 
+    def test_excluded_gpu_is_reported_not_given_member_traits(self):
+        gpus = dict(SCRAMBLED1)
+        gpus['0000:db:00.0'] = {'module_id': 8, 'excluded': 'MIG enabled'}
+        with open(self.topology, 'w') as f:
+            yaml.safe_dump({'version': 1, 'hosts': {
+                'gpu-a': {'board': 'hgx-h100-8gpu', 'gpus': gpus}}}, f,
+                sort_keys=False)
+        planned, result = self.as_configured()
+        got = {rp['name']: rp['traits']
+               for rp in planned['resource_providers']}
+        self.assertEqual([], [t for t in got['gpu-a_0000:DB:00.0']
+                              if '_MEMBER' in t])
+        # Named either way: no entry matches it (nova-config prints none
+        # for it), or an entry does although the topology excludes it.
+        self.assertTrue(
+            'NO device_spec entry matches gpu-a_0000:DB:00.0' in
+            result.stderr or 'gpu-a_0000:DB:00.0: the topology excludes '
+            'this GPU (MIG enabled) but entry' in result.stderr,
+            result.stderr)
+        # The 7 others: a 7-GPU whole host and the remaining domains.
+        self.assertIn('gpu-a: 7 of 8 GPU provider(s) given traits',
+                      result.stderr)
+
     def test_not_with_from_topology(self):
         result = self.nvlink('snapshot', '--from-topology', self.topology,
                              '--as-configured', self.topology, '-o',
