@@ -190,7 +190,7 @@ def _judge(host, size, rc, gpus, summaries, by_uuid):
 
 
 def check(request, hosts, body, providers, free, eligible, only=False,
-          configured=None, idle_gpus=None):
+          configured=None, idle_gpus=None, others=()):
     """Judge an allocation candidates answer (pure).
 
     :param request: :class:`nvlink_placement.flavors.request.Request`.
@@ -213,6 +213,10 @@ def check(request, hosts, body, providers, free, eligible, only=False,
         of any class (:func:`nvlink_placement.placement.state.free_gpus`), or
         None when not known. A host with such GPUs of the topology none of
         which is in ``free`` gets :attr:`HostResult.no_match`.
+    :param others: with ``only``, the topology's other hosts: their
+        candidates are judged too (a flavor chosen for some hosts reaches
+        every host with GPUs of its class), and only the invalid ones are
+        kept.
     :returns: :class:`FlavorResult`.
     """
     size, rc = request.size, request.alias.resource_class
@@ -224,18 +228,28 @@ def check(request, hosts, body, providers, free, eligible, only=False,
     by_name = {name: uuid for uuid, (name, _) in providers.items()}
     results = {h.name: HostResult(h.name) for h in hosts}
     topology = {h.name: h for h in hosts}
+    rest = {h.name: h for h in others if h.name not in topology}
     problems, warnings = [], []
     summaries = body.get('provider_summaries', {})
     for candidate in body.get('allocation_requests', []):
         allocations = candidate['allocations']
         roots = sorted({providers[u][1] for u in allocations})
         host_name = ','.join(providers[r][0] for r in roots)
+        gpus = sorted((u, a['resources'][rc]) for u, a in allocations.items()
+                      if rc in a['resources'])
         if only and len(roots) == 1 and host_name not in topology:
+            if host_name not in rest:
+                continue
+            key, reason = _judge(rest[host_name], size, rc, gpus,
+                                 summaries, providers)
+            if not reason:
+                continue
+            result = results.setdefault(host_name, HostResult(host_name))
+            result.candidates += 1
+            result.invalid[key] = reason + ' (a host not selected)'
             continue
         result = results.setdefault(host_name, HostResult(host_name))
         result.candidates += 1
-        gpus = sorted((u, a['resources'][rc]) for u, a in allocations.items()
-                      if rc in a['resources'])
         if len(roots) > 1:
             key = frozenset(providers[u][0] for u, _ in gpus)
             result.invalid[key] = 'spans hosts %s' % host_name
@@ -406,7 +420,7 @@ def _listed(client, resources, required):
     return {rp['uuid'] for rp in body['resource_providers']}
 
 
-def verify(client, request, hosts, providers=None, only=False):
+def verify(client, request, hosts, providers=None, only=False, others=()):
     """Run ``request`` and :func:`check` the answer.
 
     Free GPUs are listed with the alias' traits and compute nodes with the
@@ -418,7 +432,7 @@ def verify(client, request, hosts, providers=None, only=False):
 
     :param client: :class:`PlacementClient`.
     :param providers: from :func:`read_providers` (read when None).
-    :param only: see :func:`check`.
+    :param only: ``others``: see :func:`check`.
     :returns: :class:`FlavorResult`; a query Placement refuses (HTTP
         4xx: an unknown trait or resource class, a bad same_subtree) gives
         a result with that problem.
@@ -454,7 +468,7 @@ def verify(client, request, hosts, providers=None, only=False):
             raise
         return _refused(request, hosts, exc)
     result = check(request, hosts, body, providers, free, eligible, only,
-                   configured, idle_gpus)
+                   configured, idle_gpus, others)
     if owners is not None:
         result.problems.extend(_without_owner(request, hosts, providers,
                                               owners))

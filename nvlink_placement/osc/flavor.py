@@ -19,6 +19,7 @@ from nvlink_placement.flavors import layouts
 from nvlink_placement.flavors import novaconfig
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
+from nvlink_placement.flavors import rollout
 from nvlink_placement.flavors import verify
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
@@ -67,6 +68,20 @@ def _hosts(app, parsed_args):
     return topology, topology_cmd.select_hosts(topology, parsed_args.host)
 
 
+def reach(topology, hosts):
+    """The topology's hosts a flavor for ``hosts`` can land on.
+
+    Those with a usable GPU of a class the GPUs of ``hosts`` have (GPUs
+    of unknown class are one class): the alias names the class, not the
+    hosts.
+    """
+    classes = {request.gpu_class(h.gpus[a]) for h in hosts
+               for a in h.usable()}
+    return [h for h in topology.hosts.values()
+            if any(request.gpu_class(h.gpus[a]) in classes
+                   for a in h.usable())]
+
+
 def _warn_wide(hosts, flavors):
     """Warn of flavors whose GPU groups carry no member traits.
 
@@ -94,6 +109,10 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     nova-config") and make each free domain one allocation candidate. The
     whole-host flavor carries the alias, member traits and policy; 1-GPU
     flavors only the alias. A size no NVLink group has is refused.
+    With --host, sizes are still judged on every topology host with GPUs
+    of the same class (the alias, not --host, decides where Nova looks): a
+    size that is the whole of a selected host but a domain of another is
+    a domain flavor.
     --dialect upstream refuses every size but 1 and the whole host:
     upstream Nova cannot name the request groups of an alias, and its
     whole-host flavor makes Placement enumerate GPU permutations.
@@ -101,6 +120,10 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     written) and sets extra specs at compute API microversion 2.86, where
     Nova validates them: upstream Nova refuses the named-alias flavors
     (HTTP 400) instead of storing flavors whose every boot fails.
+    --apply refuses flavors whose member traits no resource provider in
+    Placement has yet (nova-compute has not got nova-config's device_spec
+    entries): the rollout order is Nova entries, member traits seen by
+    check, reshape, flavors; --skip-member-trait-check overrides.
     The mosk dialect runs on MOSK's Nova, or on upstream Nova 34.0.0 with
     this project's nova-patches/ series; to check which Nova a cloud has,
     run --apply (it stops at the first named-alias flavor a Nova without
@@ -151,11 +174,21 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         parser.add_argument('--dry-run', action='store_true',
                             help='With --apply: list the changes, write '
                                  'nothing.')
+        parser.add_argument(
+            rollout.SKIP_OPTION, action='store_true',
+            help='With --apply: create flavors whose member traits no '
+                 'resource provider in Placement has yet. By default '
+                 '--apply refuses them (they would find no host): first '
+                 'give nova-compute the device_spec entries of nova-config '
+                 'and wait until check shows the member traits.')
         return parser
 
     def take_action(self, parsed_args):
         if parsed_args.dry_run and not parsed_args.apply:
             raise errors.UsageError('--dry-run goes with --apply')
+        if parsed_args.skip_member_trait_check and not parsed_args.apply:
+            raise errors.UsageError('%s goes with --apply'
+                                    % rollout.SKIP_OPTION)
         topology, hosts = _hosts(self.app, parsed_args)
         result = generate.generate(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
@@ -163,7 +196,8 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
             trait_prefix=topology.trait_prefix,
             name_template=parsed_args.name_template,
             vcpus_per_gpu=parsed_args.vcpus_per_gpu,
-            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk)
+            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk,
+            scope=reach(topology, hosts))
         for size, reason in result.skipped:
             LOG.warning('size %d not generated: %s', size, reason)
         for note in result.notes:
@@ -171,6 +205,11 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         _warn_wide(hosts, result.flavors)
         self.flavors = result.flavors
         if parsed_args.apply:
+            if not parsed_args.skip_member_trait_check:
+                missing = rollout.unreported(
+                    live.live_client(self.app, parsed_args), result.flavors)
+                if missing:
+                    raise rollout.refusal(missing)
             connection = live.authenticate(self.app).sdk_connection
             changes = compute.apply(connection, result.flavors,
                                     dry_run=parsed_args.dry_run)
@@ -316,7 +355,7 @@ class VerifyFlavors(commands.Lister):
             raise errors.UsageError('no flavors: give --flavors FILE (as '
                                     '"flavor generate -f json" prints '
                                     'them) or --flavor NAME')
-        _, hosts = _hosts(self.app, parsed_args)
+        topology, hosts = _hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
         if parsed_args.flavor and flavors:
@@ -363,9 +402,10 @@ class VerifyFlavors(commands.Lister):
             for query in queries:
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
                          query.display)
-                results.append(verify.verify(client, query, hosts,
-                                             providers,
-                                             only=bool(parsed_args.host)))
+                results.append(verify.verify(
+                    client, query, hosts, providers,
+                    only=bool(parsed_args.host),
+                    others=list(topology.hosts.values())))
         for result in results:
             self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:

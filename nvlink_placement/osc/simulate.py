@@ -8,6 +8,7 @@ from keystoneauth1 import exceptions as ks_exc
 from openstack import exceptions as sdk_exc
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import servers as servers_mod
@@ -17,7 +18,6 @@ from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
 from nvlink_placement.osc import reshape as reshape_cmd
 from nvlink_placement.osc import topology as topology_cmd
-from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.simulate import defrag
@@ -154,7 +154,7 @@ class Simulate(commands.Lister):
         if parsed_args.snapshot:
             document = snapshot.read_file(parsed_args.snapshot)
         else:
-            document = nova_tree.from_topology(
+            document = as_configured.from_topology(
                 topology, parsed_args.host,
                 resource_class=alias.resource_class)
         if parsed_args.save_state:

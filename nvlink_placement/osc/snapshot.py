@@ -8,6 +8,7 @@ import re
 import os_resource_classes
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.osc import live
@@ -93,6 +94,16 @@ class Snapshot(commands.Command):
     <host>_<ADDRESS> with COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA), with
     reproducible uuids, to plan, verify flavors and size capacity before
     the hosts exist.
+
+    With --as-configured TOPOLOGY the exported trees are written as Nova
+    will report them once each nova-compute of the topology runs the [pci]
+    device_spec entries "openstack nvlink nova-config --host HOST" prints:
+    each GPU provider gets exactly the traits of the first entry its
+    device matches (the member traits the multi-GPU flavors require), and
+    nothing else changes. Standard error says per host what was added; a
+    GPU provider no entry matches (a GPU the topology excludes) is named
+    and left as it is. CI verifies flavors on the result before the
+    rollout.
     """
 
     auth_required = False
@@ -125,6 +136,13 @@ class Snapshot(commands.Command):
                  'this topology file instead of reading Placement. Here it '
                  'takes the file; simulate --from-topology is a flag that '
                  'uses the file of its --topology.')
+        parser.add_argument(
+            '--as-configured', metavar='TOPOLOGY',
+            help='Write the trees as Nova reports them once restarted with '
+                 'the [pci] device_spec entries nova-config prints for this '
+                 'topology file: each GPU provider gets the traits of the '
+                 'entry its device matches (not with --from-topology, '
+                 'which gives them already).')
         group = parser.add_argument_group('with --from-topology')
         group.add_argument(
             '--resource-class', metavar='RC', type=resource_class_option,
@@ -149,6 +167,16 @@ class Snapshot(commands.Command):
                 '%s only go%s with --from-topology (a snapshot of Placement '
                 'copies what is there)' % (' and '.join(given),
                                            'es' if len(given) == 1 else ''))
+        if parsed_args.as_configured and parsed_args.from_topology:
+            raise errors.UsageError(
+                '--as-configured goes with --snapshot or a live cloud: '
+                '--from-topology already writes the traits of nova-config\'s '
+                'device_spec entries')
+        configured = None
+        if parsed_args.as_configured:
+            # Read before the export: a bad file costs no Placement reads.
+            configured = topology_cmd.load_topology(
+                self.app, parsed_args.as_configured)
         left_out = {}
         if parsed_args.from_topology:
             document = self._from_topology(parsed_args)
@@ -160,6 +188,9 @@ class Snapshot(commands.Command):
             document = snapshot_api.export(
                 client, parsed_args.host, workers=max(1, parsed_args.workers),
                 progress=_progress, left_out=left_out)
+        if configured is not None:
+            document = self._as_configured(document, configured,
+                                           parsed_args.host)
         output = parsed_args.output
         if output == '-':
             # As topology merge -o -: the data alone on standard output.
@@ -177,6 +208,29 @@ class Snapshot(commands.Command):
         # On standard error, as reshape and flatten say --save-snapshot.
         self.app.stderr.write(offline.snapshot_written(output, document))
 
+    def _as_configured(self, document, topology, names):
+        hosts = [n for n in names if n in topology.hosts] if names else [
+            n for n in topology.hosts]
+        document, reports, messages = as_configured.apply(
+            document, topology, hosts)
+        snapshot.validate(document, topology.source)
+        for report in reports:
+            self.app.stderr.write('as configured: %s\n' % report.line())
+        for message in messages:
+            LOG.warning('%s', message)
+        unmatched = sum(len(r.unmatched) for r in reports)
+        if unmatched:
+            LOG.warning('%d GPU provider(s) match no device_spec entry of '
+                        'nova-config: the topology excludes or does not list '
+                        'them, so Nova will delete them (or refuse while '
+                        'they are allocated); left as they are', unmatched)
+        self.app.stderr.write(
+            'as configured: %d host(s), %d of %d GPU provider(s) given '
+            'traits, %d unmatched\n' % (
+                len(reports), sum(len(r.added) for r in reports),
+                sum(r.providers for r in reports), unmatched))
+        return document
+
     def _from_topology(self, parsed_args):
         sizes = {}
         for name, default in (('vcpus', nova_tree.VCPUS),
@@ -190,7 +244,7 @@ class Snapshot(commands.Command):
         topology = topology_cmd.load_topology(self.app,
                                               parsed_args.from_topology)
         rc = parsed_args.resource_class
-        return nova_tree.from_topology(
+        return as_configured.from_topology(
             topology, parsed_args.host,
             resource_class=nova_resource_class(rc) if rc else None,
             **sizes)

@@ -51,7 +51,7 @@ PREFIX = 'nvlink_placement_'
 KINDS = (act.MISSING_GROUP, act.MISSING_TRAIT, act.WRONG_PARENT,
          act.UNEXPECTED_GROUP, act.MISSING_RESERVATION,
          act.STALE_RESERVATION, act.UNKNOWN_GPU, act.MEMBER_TRAITS,
-         act.SPLIT_ALLOCATION)
+         act.EXCLUDED_GPU, act.SPLIT_ALLOCATION)
 
 LAST_SUCCESS = PREFIX + 'check_last_success_timestamp_seconds'
 

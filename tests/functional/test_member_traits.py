@@ -22,6 +22,7 @@ from nvlink_placement.topology import boards
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import members
 from tests.functional import cli
+from tests import novalike
 
 RC = 'CUSTOM_PCI_10DE_2330'
 
@@ -75,7 +76,8 @@ class TestEveryBoard(base.BaseTestCase):
         if prefix:
             document['group_trait_prefix'] = prefix
         with open(topology, 'w') as f:
-            yaml.safe_dump(document, f)
+            # In the order given: the file order is part of the test.
+            yaml.safe_dump(document, f, sort_keys=False)
         flat, reshaped = self.path('flat.json'), self.path('reshaped.json')
         self.nvlink('snapshot', '--from-topology', topology,
                     '--resource-class', RC, '-o', flat)
@@ -176,6 +178,24 @@ class TestEveryBoard(base.BaseTestCase):
             self.assertTrue(names)
             self.assert_one_candidate_per_domain(
                 {'cn-' + n: board_host(n) for n in names})
+
+    def test_gpus_listed_out_of_pci_order(self):
+        # Listed by module id, at addresses out of module order: a real
+        # HGX H100 map (tests.novalike.BOARD1) and, for the others, module
+        # m at 0000:<(m*k mod (n+1))*8>:00.0. A mere rotation or reversal
+        # would not do: it maps these boards' domains onto domains.
+        hosts = {'cn-hgx-h100-8gpu': {'board': 'hgx-h100-8gpu', 'gpus': {
+            a: m for a, m in sorted(novalike.BOARD1.items(),
+                                    key=lambda item: item[1])}}}
+        for name, k in (('dgx-1-v100', 2), ('hgx-a100-4gpu', 2)):
+            modules = sorted(boards.get(name).gpus)
+            hosts['cn-' + name] = {'board': name, 'gpus': {
+                '0000:%02x:00.0' % (8 * (m * k % (len(modules) + 1))): m
+                for m in modules}}
+        rows = self.assert_one_candidate_per_domain(hosts)
+        by = {(r['host'], r['flavor']): r['candidates'] for r in rows}
+        self.assertEqual((4, 2, 1), tuple(
+            by[('cn-hgx-h100-8gpu', 'gpu.gpu.%dx' % n)] for n in (2, 4, 8)))
 
     def test_lost_and_excluded_gpus_leave_the_other_domains_reachable(self):
         lost = board_host('hgx-h100-8gpu', skip=(8,))

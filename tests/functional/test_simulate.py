@@ -13,6 +13,7 @@ import fixtures
 from oslotest import base
 import yaml
 
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
 from nvlink_placement.placement import client as pc
@@ -190,7 +191,7 @@ class TestDefrag(_DefragFiles):
         super().setUp()
         topology = loader.load(fbase.H100_TOPOLOGY)
         self.hosts = topology.hosts
-        document = nova_tree.from_topology(topology, resource_class=RC)
+        document = as_configured.from_topology(topology, resource_class=RC)
         by_module = {name: {g.module_id: a for a, g in h.gpus.items()}
                      for name, h in self.hosts.items()}
         one = (16, 131072)
@@ -336,7 +337,7 @@ class TestDefragWeighsDomainsTogether(_DefragFiles):
     def setUp(self):
         super().setUp()
         topology = loader.load(fbase.H100_TOPOLOGY)
-        document = nova_tree.from_topology(topology, resource_class=RC)
+        document = as_configured.from_topology(topology, resource_class=RC)
         module = {name: {g.module_id: a for a, g in h.gpus.items()}
                   for name, h in topology.hosts.items()}
         one, two = (16, 131072), (32, 262144)
