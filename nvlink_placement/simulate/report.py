@@ -5,6 +5,7 @@ layout, GPUs in use over time, and free NVLink domains of each size over
 time.
 """
 
+import dataclasses
 from xml.sax import saxutils
 
 from cliff import columns
@@ -24,10 +25,15 @@ class Figure(columns.FormattableColumn):
     """A cell of the figures table: a :class:`stats.Interval`.
 
     Tables show ``mean (low-high)``; ``-f json`` and ``-f yaml`` give
-    ``{mean, low, high, seeds}``.
+    ``{mean, low, high, seeds}``. The interval is cut to the figure's
+    range (no count below 0, no share beyond 0-100 %).
     """
 
     def __init__(self, value, unit=''):
+        if value.low is not None:
+            value = dataclasses.replace(
+                value, low=max(0.0, value.low), high=min(
+                    100.0, value.high) if unit == '%' else value.high)
         super().__init__(value)
         self.unit = unit
 
