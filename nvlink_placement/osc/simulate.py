@@ -195,8 +195,8 @@ class Simulate(commands.Lister):
             document = nova_tree.from_topology(
                 topology, parsed_args.host,
                 resource_class=alias.resource_class)
-        self._check_outputs(parsed_args)
         estimate.warn(workload, parsed_args.seeds * len(layouts), len(hosts))
+        self._check_outputs(parsed_args)
         done = self._run(hosts, layouts, runs, workload, document,
                          alias.resource_class, parsed_args, numa_sizes)
         results = [[result for result, _ in seed] for seed in done]
