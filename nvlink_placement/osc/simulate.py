@@ -74,8 +74,9 @@ class Simulate(commands.Lister):
     own embedded, real Placement loaded with the starting state
     (--snapshot FILE, or --from-topology: the flat trees Nova reports for
     the topology), the runs at once up to the CPUs. Layouts: "flat" is an
-    unmodified cloud (the flat tree, upstream flavors: pci_passthrough:
-    alias=A:N only, the flavors file's vCPUs, RAM and disk); "flat-numa"
+    unmodified cloud (the flat tree, upstream flavors:
+    pci_passthrough:alias=A:N only, the flavors file's vCPUs, RAM and
+    disk); "flat-numa"
     adds nova-config's NUMA extra specs (hw:numa_nodes=1 and
     hw:pci_numa_affinity_policy=required where the domains sit on one NUMA
     node; NUMATopologyFilter then keeps a server's GPUs on one node; needs
