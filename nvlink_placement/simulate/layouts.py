@@ -75,10 +75,10 @@ def _start(context, done, job, seed, started):
 
     :param started: :class:`_Started`, which the process is added to.
     """
-    receive, send = context.Pipe(duplex=False)
     with _ENV_LOCK:
         if started.stopped:
             raise errors.NvlinkError('stopped')
+        receive, send = context.Pipe(duplex=False)
         before = os.environ.get(HASH_SEED)
         os.environ[HASH_SEED] = str(hash_seed(seed))
         try:
