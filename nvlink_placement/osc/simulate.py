@@ -135,6 +135,9 @@ class Simulate(commands.Lister):
                                  'random order (default: Nova\'s default, '
                                  'the order of its host set, fixed per '
                                  'scheduler process).')
+        parser.add_argument('--processes', metavar='N', type=int,
+                            help='Runs at once, one process each (default: '
+                                 'the CPUs).')
         parser.add_argument('--per-seed', action='store_true',
                             help='One row per seed, layout and size '
                                  'instead: requested, placed, NoValidHost, '
@@ -159,6 +162,9 @@ class Simulate(commands.Lister):
         if not 1 <= parsed_args.seeds <= MAX_SEEDS:
             raise errors.UsageError('--seeds: expected 1 to %d, got %d'
                                     % (MAX_SEEDS, parsed_args.seeds))
+        if parsed_args.processes is not None and parsed_args.processes < 1:
+            raise errors.UsageError('--processes: expected at least 1, got '
+                                    '%d' % parsed_args.processes)
         topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         workload = workload_mod.load(parsed_args.workload)
@@ -267,7 +273,7 @@ class Simulate(commands.Lister):
                 save=bool(parsed_args.save_state),
                 progress=bar.update if bar else None,
                 shuffle=parsed_args.shuffle_best_same_weighed_hosts,
-                numa_sizes=numa_sizes)
+                numa_sizes=numa_sizes, processes=parsed_args.processes)
         finally:
             if bar is not None:
                 bar.close()

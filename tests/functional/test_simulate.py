@@ -72,6 +72,7 @@ class TestSimulate(_Files):
         picture = os.path.join(self.tmp, 'run.svg')
         result = self.simulate('--workload', workload, '--from-topology',
                                '--resource-class', RC, '--seeds', '2',
+                               '--processes', '1',
                                '--per-seed', '--timeline', timeline,
                                '--svg', picture, '-f', 'json')
         self.assertEqual(0, result.code, result.stderr)
@@ -251,6 +252,11 @@ class TestSimulate(_Files):
                                '--resource-class', RC, '--seeds', '0')
         self.assertEqual(3, result.code)
         self.assertIn('--seeds: expected 1 to 1000, got 0', result.stderr)
+        result = self.simulate('--workload', workload, '--from-topology',
+                               '--resource-class', RC, '--processes', '0')
+        self.assertEqual(3, result.code)
+        self.assertIn('--processes: expected at least 1, got 0',
+                      result.stderr)
 
     def test_size_without_flavor(self):
         more = copy.deepcopy(WORKLOAD)
