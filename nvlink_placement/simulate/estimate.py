@@ -4,7 +4,7 @@ Almost all of a run's time is its embedded Placement answering each boot's
 ``GET /allocation_candidates``, which grows with the hosts it lists, and
 loading the starting state. From the measurements in
 ``doc/source/performance.rst`` (2-core development machine: 100 HGX H100
-hosts, 0.243 CPU s per event and about 25 s to start; 2 hosts, about 0.03
+hosts, 0.243 CPU s per event and about 25 s to start; 2 hosts, about 0.05
 CPU s per event and 4 s to start) a run costs about
 ``START_S + hosts * START_HOST_S + events * (EVENT_S + hosts *
 EVENT_HOST_S)`` CPU seconds: an estimate to warn with, not a promise.
@@ -18,8 +18,8 @@ LOG = logging.getLogger(__name__)
 START_S = 4.0
 START_HOST_S = 0.2
 #: CPU seconds per event, and per event and simulated host.
-EVENT_S = 0.03
-EVENT_HOST_S = 0.0022
+EVENT_S = 0.05
+EVENT_HOST_S = 0.002
 #: Above this many CPU seconds in all, :func:`warn` says so.
 WARN_S = 3600.0
 

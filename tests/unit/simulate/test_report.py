@@ -91,14 +91,14 @@ class TestEstimate(base.BaseTestCase):
 
     def test_warns_above_threshold(self):
         logger = self.useFixture(fixtures.FakeLogger())
-        # 60 runs x (4 + 2 x 0.2 + 1e6 x (0.03 + 2 x 0.0022)) CPU s.
+        # 60 runs x (4 + 2 x 0.2 + 1e6 x (0.05 + 2 x 0.002)) CPU s.
         seconds = estimate.warn(self.workload(1000000), 60, 2)
-        self.assertAlmostEqual(2064264.0, seconds, places=3)
+        self.assertAlmostEqual(3240264.0, seconds, places=3)
         self.assertIn('simulate: 1000000 events x 60 runs (layouts x seeds) '
-                      'on 2 hosts take about 573.4 CPU hours', logger.output)
+                      'on 2 hosts take about 900.1 CPU hours', logger.output)
 
     def test_hosts_count(self):
-        # 100 hosts, 2000 events, one run: 4 + 20 + 2000 x 0.25 CPU s.
+        # 100 hosts, 2000 events, one run: 4 + 20 + 2000 x (0.05 + 0.2).
         self.assertAlmostEqual(524.0, estimate.cpu_seconds(2000, 1, 100))
         self.assertEqual('9 CPU minutes', estimate.describe(524.0))
 
