@@ -13,7 +13,7 @@ and the per-flavor results; then an RST table for doc/source/performance.rst.
 This is a script, not a test: it never asserts times.
 
 Usage: ``python benchmarks/simulate_scale.py [--hosts 100] [--events 2000]
-[--layout flat --layout reshaped] [--together]``
+[--layout flat --layout flat-numa --layout reshaped] [--together]``
 """
 
 import argparse
@@ -33,6 +33,7 @@ from nvlink_placement.flavors import request  # noqa: E402
 from nvlink_placement.placement import embedded  # noqa: E402
 from nvlink_placement.simulate import engine  # noqa: E402
 from nvlink_placement.simulate import layouts  # noqa: E402
+from nvlink_placement.simulate import numa  # noqa: E402
 from nvlink_placement.simulate import report  # noqa: E402
 from nvlink_placement.simulate import workload as workload_mod  # noqa: E402
 from nvlink_placement.topology import loader  # noqa: E402
@@ -42,9 +43,11 @@ RC = novalike.GPU_RC
 
 
 def topology(hosts):
+    """N HGX H100 hosts, modules 1-4 on NUMA node 0 and 5-8 on node 1."""
+    gpus = {address: {'module_id': module, 'numa_node': int(module > 4)}
+            for address, module in novalike.BOARD1.items()}
     return loader.parse({'version': 1, 'hosts': {
-        'compute-%03d' % i: {'board': 'hgx-h100-8gpu',
-                             'gpus': dict(novalike.BOARD1)}
+        'compute-%03d' % i: {'board': 'hgx-h100-8gpu', 'gpus': dict(gpus)}
         for i in range(hosts)}}, '<benchmark>')
 
 
@@ -101,10 +104,15 @@ def main():
     aliases = {'h100': request.Alias('h100', RC)}
     nova = release.choose(None, release.AUTO)
     by_size = engine.flavors_by_size(ours, aliases, nova, load, 'bench')
-    runs = {engine.RESHAPED: by_size, engine.FLAT: engine.flavors_by_size(
-        list(engine.upstream_flavors({s: f for s, (f, _) in
-                                      by_size.items()}, 'h100').values()),
-        aliases, nova, load, 'bench')}
+    own = {s: f for s, (f, _) in by_size.items()}
+    specs = numa.extra_specs(hosts, load.sizes)
+    runs = {engine.RESHAPED: by_size}
+    for layout, extra in ((engine.FLAT, None), (engine.FLAT_NUMA, specs)):
+        runs[layout] = engine.flavors_by_size(
+            list(engine.upstream_flavors(own, 'h100', extra).values()),
+            aliases, nova, load, 'bench')
+    numa_sizes = {engine.FLAT_NUMA: [s for s in load.sizes
+                                     if numa.required(specs[s])]}
     document = as_configured.from_topology(topo, resource_class=RC)
     print('machine: %s, %d CPUs, Python %s; %d hosts, %d events'
           % (platform.processor() or platform.machine(), os.cpu_count(),
@@ -112,14 +120,13 @@ def main():
     chosen = args.layout or list(engine.LAYOUTS)
     if args.together:
         started = time.monotonic()
-        done = layouts.run(document, hosts, chosen, runs, load, RC)
+        done = layouts.run(document, hosts, chosen, runs, load, RC,
+                           numa_sizes=numa_sizes)
         print('%s at once (%d processes): %.1f s wall' % (
             ' and '.join(chosen), min(len(chosen), os.cpu_count()),
             time.monotonic() - started))
-        results = [r for r, _ in done]
+        results = [[r for r, _ in seed] for seed in done]
         for row in report.rows(results):
-            print('  ', row)
-        for row in report.summary(results):
             print('  ', row)
         return
     table = []
@@ -129,8 +136,9 @@ def main():
         with embedded.EmbeddedPlacement(document) as client:
             loaded = time.monotonic() - started
             timed = _Timed(client, urls)
-            result = engine.simulate(timed, hosts, layout, load,
-                                     runs[layout], RC)
+            result = engine.simulate(
+                timed, hosts, layout, load, runs[layout], RC,
+                numa_sizes=numa_sizes.get(layout, ()))
         wall = time.monotonic() - started
         cpu = time.process_time() - cpu
         queries = ', '.join('%d-GPU %.3f s' % (s, sum(t) / len(t))
@@ -138,9 +146,10 @@ def main():
         print('%s: %.1f s wall (load %.1f s), %.1f s CPU, %.3f CPU s per '
               'event; mean query (wall): %s' % (
                   layout, wall, loaded, cpu, cpu / args.events, queries))
-        for row in report.rows([result]):
+        for row in report.rows([[result]]):
             print('  ', row)
-        print('  ', report.summary([result])[0])
+        print('   mean GPUs in use: %.1f' % report.mean_in_use(
+            result.timeline))
         table.append((layout, wall, cpu, queries))
     print()
     rule = '=========  ========  =======  ===========  ' + '=' * 44

@@ -23,11 +23,17 @@ from nvlink_placement.placement import snapshot_api
 from nvlink_placement.simulate import defrag
 from nvlink_placement.simulate import defrag_search
 from nvlink_placement.simulate import engine
+from nvlink_placement.simulate import estimate
 from nvlink_placement.simulate import layouts as layouts_mod
+from nvlink_placement.simulate import numa
 from nvlink_placement.simulate import report
 from nvlink_placement.simulate import workload as workload_mod
+from nvlink_placement import textfile
 
 LOG = logging.getLogger(__name__)
+#: Runs per layout by default, and at most.
+DEFAULT_SEEDS = 20
+MAX_SEEDS = 1000
 
 
 def _aliases(parsed_args, hosts, flavors):
@@ -70,27 +76,33 @@ def _add_inputs(parser):
 class Simulate(commands.Lister):
     """Replay a GPU workload as Nova places it; compare tree layouts.
 
-    Offline: each layout runs in its own process (at once, up to the
-    CPUs) with its own embedded, real Placement loaded with the starting
-    state (--snapshot FILE, or --from-topology: the flat
-    trees Nova reports for the topology). The "flat" layout is an
-    unmodified cloud: the flat tree (flatten's plan) and upstream flavors
-    (pci_passthrough:alias=A:N only, same vCPUs, RAM and disk as the
-    flavors file's). The "reshaped" layout is reshape's tree with the
+    Offline: each run (a layout and a seed) has its own process and its
+    own embedded, real Placement loaded with the starting state
+    (--snapshot FILE, or --from-topology: the flat trees Nova reports for
+    the topology), the runs at once up to the CPUs. Layouts: "flat" is an
+    unmodified cloud (the flat tree, upstream flavors:
+    pci_passthrough:alias=A:N only, the flavors file's vCPUs, RAM and
+    disk); "flat-numa"
+    adds nova-config's NUMA extra specs (hw:numa_nodes=1 and
+    hw:pci_numa_affinity_policy=required where the domains sit on one NUMA
+    node; NUMATopologyFilter then keeps a server's GPUs on one node; needs
+    numa_node in the topology); "reshaped" is reshape's tree with the
     flavors file's flavors. Every boot sends the flavor's
-    GET /allocation_candidates as Nova 34 builds it (the query of flavor
-    verify), picks the host with Nova's default weighers (RAM, CPU, disk,
-    PCI) and claims that host's first candidate with
+    GET /allocation_candidates as Nova 34 builds it, filters and weighs
+    the hosts as Nova does (RAM, CPU, disk, PCI weighers; hosts of equal
+    weight in the order of Nova's host set, or shuffled), and claims the
+    best host's first candidate in Placement's order with
     PUT /allocations/{server}; a delete drops the server's allocations.
-    The workload file (--workload) gives the flavor mix by GPU count,
-    arrival and lifetime distributions, the event count and the seed: a
-    seed gives the same results on every run.
 
-    Rows per layout and size: requested, placed, NoValidHost,
-    fragmentation_loss (NoValidHost while some host had that many free
-    GPUs) and spanning_domains (servers whose GPUs are not one NVLink
-    domain of the topology). --timeline and --svg write GPUs in use and
-    free NVLink domains per size after each event.
+    Seeds: --seeds N runs the workload's seed and the N-1 next ones; a seed
+    gives its own events and its own Placement and scheduler order (the
+    runs' hash seed). The table gives, per layout, the mean over the seeds
+    and its 95 % confidence interval: share of N-GPU servers whose GPUs are
+    one NVLink domain, boots refused for no capacity (no host had N free
+    GPUs) and for fragmentation (some host had them, in no acceptable
+    set), GPU-hours served and mean GPUs busy. --per-seed gives the counts
+    of every run instead. --timeline, --svg and --save-state describe the
+    first seed's runs.
     """
 
     auth_required = False
@@ -112,27 +124,56 @@ class Simulate(commands.Lister):
                                  'itself).')
         parser.add_argument('--layout', action='append',
                             choices=engine.LAYOUTS, default=[],
-                            help='flat (upstream flavors on the flat tree) '
-                                 'or reshaped (the flavors file on the '
-                                 'reshaped tree); repeatable (default: '
-                                 'both, side by side).')
+                            help='flat (upstream flavors on the flat tree), '
+                                 'flat-numa (the same with nova-config\'s '
+                                 'NUMA extra specs) or reshaped (the '
+                                 'flavors file on the reshaped tree); '
+                                 'repeatable (default: all three side by '
+                                 'side, flat-numa only when the topology '
+                                 'has the GPUs\' NUMA nodes).')
+        parser.add_argument('--seeds', metavar='N', type=int,
+                            default=DEFAULT_SEEDS,
+                            help='Runs per layout: the workload\'s seed and '
+                                 'the next N-1 (default: %d; 1 to %d).'
+                                 % (DEFAULT_SEEDS, MAX_SEEDS))
+        parser.add_argument('--shuffle-best-same-weighed-hosts',
+                            action='store_true',
+                            help='As Nova with [filter_scheduler] '
+                                 'shuffle_best_same_weighed_hosts = True: '
+                                 'hosts tied for the best weight in a '
+                                 'random order (default: Nova\'s default, '
+                                 'the order of its host set, fixed per '
+                                 'scheduler process).')
+        parser.add_argument('--processes', metavar='N', type=int,
+                            help='Runs at once, one process each (default: '
+                                 'the CPUs).')
+        parser.add_argument('--per-seed', action='store_true',
+                            help='One row per seed, layout and size '
+                                 'instead: requested, placed, NoValidHost, '
+                                 'fragmentation_loss, no_capacity, '
+                                 'spanning_domains.')
         parser.add_argument('--timeline', metavar='OUT',
-                            help='Write the timelines as JSON: per layout, '
-                                 'after each event, time (hours), GPUs in '
-                                 'use and free domains per size.')
+                            help='Write the first seed\'s timelines as JSON: '
+                                 'per layout, after each event, time '
+                                 '(hours), GPUs in use and free domains per '
+                                 'size.')
         parser.add_argument('--svg', metavar='OUT',
-                            help='Write a picture of the timelines (SVG).')
+                            help='Write a picture of the first seed\'s '
+                                 'timelines (SVG).')
         parser.add_argument('--save-state', metavar='DIR',
-                            help='Write each layout\'s end state as a '
-                                 'snapshot DIR/<layout>.json (e.g. for '
-                                 '"openstack nvlink defrag --snapshot").')
-        parser.add_argument('--summary', action='store_true',
-                            help='One row per layout instead: events, GPUs, '
-                                 'mean and peak GPUs in use, free domains '
-                                 'at the end.')
+                            help='Write each layout\'s end state of the '
+                                 'first seed as a snapshot DIR/<layout>.json '
+                                 '(e.g. for "openstack nvlink defrag '
+                                 '--snapshot").')
         return parser
 
     def take_action(self, parsed_args):
+        if not 1 <= parsed_args.seeds <= MAX_SEEDS:
+            raise errors.UsageError('--seeds: expected 1 to %d, got %d'
+                                    % (MAX_SEEDS, parsed_args.seeds))
+        if parsed_args.processes is not None and parsed_args.processes < 1:
+            raise errors.UsageError('--processes: expected at least 1, got '
+                                    '%d' % parsed_args.processes)
         topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         workload = workload_mod.load(parsed_args.workload)
@@ -142,56 +183,110 @@ class Simulate(commands.Lister):
         nova = release.choose(None, release.AUTO)
         ours = engine.flavors_by_size(flavors, aliases, nova, workload,
                                       parsed_args.flavors)
-        layouts = list(dict.fromkeys(parsed_args.layout)) or list(
-            engine.LAYOUTS)
-        runs = {engine.RESHAPED: ours}
-        if engine.FLAT in layouts:
-            upstream = engine.upstream_flavors(
-                {s: f for s, (f, _) in ours.items()}, alias.name)
-            runs[engine.FLAT] = engine.flavors_by_size(
-                list(upstream.values()), aliases, nova, workload,
-                parsed_args.flavors)
+        layouts = list(dict.fromkeys(parsed_args.layout))
+        runs, numa_sizes = {engine.RESHAPED: ours}, {}
+        own = {s: f for s, (f, _) in ours.items()}
+        try:
+            specs = numa.extra_specs(hosts, workload.sizes)
+        except errors.NvlinkError as exc:
+            if engine.FLAT_NUMA in layouts:
+                raise
+            if not layouts:
+                LOG.warning('simulate: no flat-numa layout: %s', exc)
+            specs = None
+        layouts = layouts or [layout for layout in engine.LAYOUTS
+                              if layout != engine.FLAT_NUMA or specs]
+        for layout, extra in ((engine.FLAT, None), (engine.FLAT_NUMA, specs)):
+            if layout in layouts:
+                runs[layout] = engine.flavors_by_size(
+                    list(engine.upstream_flavors(own, alias.name,
+                                                 extra).values()),
+                    aliases, nova, workload, parsed_args.flavors)
+        if engine.FLAT_NUMA in layouts:
+            numa_sizes[engine.FLAT_NUMA] = [
+                s for s in workload.sizes if numa.required(specs[s])]
         if parsed_args.snapshot:
             document = snapshot.read_file(parsed_args.snapshot)
         else:
             document = as_configured.from_topology(
                 topology, parsed_args.host,
                 resource_class=alias.resource_class)
+        estimate.warn(workload, parsed_args.seeds * len(layouts), len(hosts))
+        self._check_outputs(parsed_args)
+        done = self._run(hosts, layouts, runs, workload, document,
+                         alias.resource_class, parsed_args, numa_sizes)
+        results = [[result for result, _ in seed] for seed in done]
+        self._write_outputs(parsed_args, done[0], workload)
+        if parsed_args.per_seed:
+            return report.COLUMNS, report.rows(results)
+        return report.figures(results)
+
+    @staticmethod
+    def _check_outputs(parsed_args):
+        """Refuse an output that cannot be written, before any work."""
+        for option, path in (('--timeline', parsed_args.timeline),
+                             ('--svg', parsed_args.svg)):
+            if path:
+                try:
+                    textfile.check_writable(path)
+                except errors.NvlinkError as exc:
+                    raise errors.NvlinkError('%s: %s' % (option, exc))
+        directory = parsed_args.save_state
+        if directory:
+            where = directory if os.path.isdir(directory) else (
+                os.path.dirname(os.path.abspath(directory)))
+            if os.path.exists(directory) and not os.path.isdir(directory):
+                problem = 'it exists and is not a directory'
+            elif not os.path.isdir(where):
+                problem = 'directory %s does not exist' % where
+            elif not os.access(where, os.W_OK | os.X_OK):
+                problem = 'directory %s is not writable' % where
+            else:
+                return
+            raise errors.NvlinkError('--save-state: cannot write %s: %s'
+                                     % (directory, problem))
+
+    def _write_outputs(self, parsed_args, first, workload):
+        """Write the first seed's outputs.
+
+        :param first: list of ``(Result, end state or None)``.
+        """
+        runs = [result for result, _ in first]
+        if parsed_args.timeline:
+            textfile.write(parsed_args.timeline, json.dumps(
+                report.timeline_document(runs), indent=1, sort_keys=True,
+                allow_nan=False))
+        if parsed_args.svg:
+            textfile.write(parsed_args.svg, report.svg(
+                runs, 'nvlink simulate: %s, %d events, seed %d' % (
+                    os.path.basename(parsed_args.workload), workload.events,
+                    workload.seed)))
         if parsed_args.save_state:
             os.makedirs(parsed_args.save_state, exist_ok=True)
-        results = self._run(hosts, layouts, runs, workload, document,
-                            alias.resource_class, parsed_args.save_state)
-        if parsed_args.timeline:
-            with open(parsed_args.timeline, 'w') as f:
-                json.dump(report.timeline_document(results), f, indent=1,
-                          sort_keys=True)
-        if parsed_args.svg:
-            with open(parsed_args.svg, 'w') as f:
-                f.write(report.svg(results, 'nvlink simulate: %s, %d '
-                                   'events' % (os.path.basename(
-                                       parsed_args.workload),
-                                       workload.events)))
-        if parsed_args.summary:
-            return report.SUMMARY_COLUMNS, report.summary(results)
-        return report.COLUMNS, report.rows(results)
+            for result, state in first:
+                path = os.path.join(parsed_args.save_state,
+                                    '%s.json' % result.layout)
+                snapshot.write_file(state, path)
+                self.app.stderr.write(offline.snapshot_written(path, state))
 
-    def _run(self, hosts, layouts, runs, workload, document, rc, save):
-        bar = progress.bar(workload.events * len(layouts), 'simulate')
+    def _run(self, hosts, layouts, runs, workload, document, rc, parsed_args,
+             numa_sizes):
+        seeds = parsed_args.seeds
+        bar = progress.bar(workload.events * len(layouts) * seeds,
+                           'simulate')
         if bar is not None:
             bar.unit = 'event'
         try:
-            done = layouts_mod.run(document, hosts, layouts, runs, workload,
-                                   rc, save=bool(save),
-                                   progress=bar.update if bar else None)
+            done = layouts_mod.run(
+                document, hosts, layouts, runs, workload, rc, seeds=seeds,
+                save=bool(parsed_args.save_state),
+                progress=bar.update if bar else None,
+                shuffle=parsed_args.shuffle_best_same_weighed_hosts,
+                numa_sizes=numa_sizes, processes=parsed_args.processes)
         finally:
             if bar is not None:
                 bar.close()
-        if save:
-            for layout, (_, state) in zip(layouts, done):
-                path = os.path.join(save, '%s.json' % layout)
-                snapshot.write_file(state, path)
-                self.app.stderr.write(offline.snapshot_written(path, state))
-        return [result for result, _ in done]
+        return done
 
 
 class Defrag(commands.OwnOutput, commands.Lister):

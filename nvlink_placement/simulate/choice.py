@@ -13,7 +13,8 @@ answer (nova 34.0.0):
    ``PciPassthroughFilter`` pass every host Placement offered, and the PCI
    filter keeps every candidate whose devices are free in the host's PCI
    tracker, which for Placement-tracked GPUs is every candidate Placement
-   returned. Modelled: no filtering.
+   returned. Modelled: no filtering, except ``NUMATopologyFilter`` for
+   flavors with ``hw:numa_nodes`` (:func:`keep`, :mod:`.numa`).
 3. Weighers (``[filter_scheduler] weight_classes = all_weighers``,
    ``nova/weights.py`` ``BaseWeightHandler.get_weighed_objects``): each
    weigher's raw values are normalized over the hosts
@@ -46,27 +47,43 @@ answer (nova 34.0.0):
    its child providers (Nova reads the same numbers from its compute node
    record and PCI tracker; ``free_disk_mb`` there also takes the
    hypervisor's ``disk_available_least``, which is not modelled).
-4. ``SchedulerManager._get_sorted_hosts`` sorts by weight, highest first
-   (a stable sort), then with ``host_subset_size = 1`` takes the first.
-   The hosts come in from ``HostManager._get_host_states``, which yields
-   them from a ``set``: hosts of equal weight are in an arbitrary order.
-   Modelled: ties broken by a seeded random order (:func:`rank`).
+4. ``HostManager._get_host_states`` yields the host states from a ``set``
+   of ``(host, nodename)`` keys, built per request in the order of the
+   compute node records (``ComputeNodeList.get_all_by_uuids``: ``uuid IN
+   (...)`` on the unique uuid index, so in uuid order). Filters keep that
+   order. ``SchedulerManager._get_sorted_hosts`` sorts by weight, highest
+   first (a stable sort): hosts of equal weight stay in the set's order,
+   which is fixed for a given scheduler process (its string hash seed) and
+   set of hosts, not drawn per request. With ``[filter_scheduler]
+   shuffle_best_same_weighed_hosts = True`` the hosts tied for the best
+   weight are shuffled (``random.shuffle``). ``host_subset_size = 1``
+   then takes the first. Modelled (:func:`rank`): the same set, of
+   ``(name, name)`` for each compute node provider (the service host and
+   the hypervisor hostname are the compute node's name), filled in uuid
+   order and iterated in this process, so the order comes from this
+   process's hash seed as Nova's comes from the scheduler's; the shuffle
+   with a seeded generator.
 5. ``_schedule``: host by host in that order, claim
    ``host.allocation_candidates[0]``, the host's first allocation request
-   in Placement's order. That order is arbitrary: Placement collects the
-   requests in Python sets (``placement/objects/allocation_candidate.py``
-   ``_merge_candidates``: ``areqs = set()``; ``_alloc_candidates_multiple_
-   providers``: ``alloc_requests = set()``), so it changes with the hash
-   seed of each Placement process (checked: four ``PYTHONHASHSEED`` values,
-   four different first pairs on one H100 host). Modelled
-   (:func:`first_candidate`): one of the host's candidates, drawn with the
-   seeded generator from the candidates in a fixed order, so a seed gives
-   the same run whatever the simulator's own hash seed. The claim
+   in Placement's order. Placement collects the requests in Python sets
+   (``placement/objects/allocation_candidate.py`` ``_merge_candidates``:
+   ``areqs = set()``; ``AllocationRequest.__hash__`` hashes its resource
+   requests, ``(provider id, resource class name, amount)``), so the order
+   is fixed for a given Placement process (its string hash seed) and set
+   of free providers, and differs between processes (four
+   ``PYTHONHASHSEED`` values, four different first GPU pairs on one H100
+   host). Modelled: the first candidate of the embedded Placement's
+   answer, the simulation running in a process whose hash seed comes from
+   the run's seed (:mod:`.layouts`). The claim
    (``utils.claim_resources`` -> ``SchedulerReportClient.claim_resources``)
    is ``PUT /allocations/{instance uuid}`` with that allocation request,
    its ``mappings``, ``project_id``, ``user_id`` and ``consumer_generation:
    null``, at the microversion of the query; on a failed claim, the next
-   host. Nothing looks at which GPUs of the host the request names.
+   host. Nothing looks at which GPUs of the host the request names, except
+   ``NUMATopologyFilter`` for flavors with a guest NUMA topology
+   (:mod:`.numa`), which drops the candidates whose devices do not fit and
+   the hosts left with none (``BaseHostFilter.filter_candidates``, in
+   Placement's order).
 """
 
 import dataclasses
@@ -163,36 +180,53 @@ def weigh(hosts):
     return totals
 
 
-def rank(hosts, rng, tie_break=None):
+def nova_order(hosts, names):
+    """The host states in the order Nova's host manager yields them.
+
+    :param names: dict compute node uuid -> name.
+    :returns: ``hosts`` in the iteration order of a set of ``(name,
+        name)`` filled in uuid order (module doc, 4): fixed for this
+        process's hash seed and these hosts.
+    """
+    by_key = {(names[h.uuid], names[h.uuid]): h for h in hosts}
+    seen = set()
+    for host in sorted(hosts, key=lambda h: h.uuid):
+        seen.add((names[host.uuid], names[host.uuid]))
+    return [by_key[key] for key in seen]
+
+
+def rank(hosts, names, shuffle=None):
     """Hosts in the order Nova tries them, with their weights.
 
-    :param rng: ``random.Random`` that orders hosts of equal weight.
-    :param tie_break: optional callable(list of tied :class:`HostState`)
-        returning them in the order to use instead (a test replaying
-        Nova's own picks).
+    :param names: dict compute node uuid -> name (:func:`nova_order`).
+    :param shuffle: None (Nova's default), or a ``random.Random`` that
+        shuffles the hosts tied for the best weight
+        (``shuffle_best_same_weighed_hosts``).
     :returns: list of ``(HostState, weight)``, highest weight first.
     """
-    weights = weigh(hosts)
-    # Placement's summaries come in no fixed order: start from the uuids'.
-    order = sorted(zip(hosts, weights), key=lambda hw: hw[0].uuid)
-    rng.shuffle(order)
-    order.sort(key=lambda hw: hw[1], reverse=True)
-    if tie_break is None or not order:
-        return order
-    best = [hw for hw in order if hw[1] == order[0][1]]
-    by_uuid = {h.uuid: w for h, w in best}
-    chosen = [(h, by_uuid[h.uuid]) for h in tie_break([h for h, _ in best])]
-    return chosen + order[len(best):]
+    ordered = nova_order(hosts, names)
+    order = sorted(zip(ordered, weigh(ordered)), key=lambda hw: hw[1],
+                   reverse=True)
+    if shuffle is not None and order:
+        best = [hw for hw in order if hw[1] == order[0][1]]
+        shuffle.shuffle(best)
+        order = best + order[len(best):]
+    return order
 
 
-def _candidate_key(candidate):
-    return sorted((rp, sorted(a['resources'].items()))
-                  for rp, a in candidate['allocations'].items())
+def keep(hosts, accept):
+    """What a filter of allocation candidates leaves.
 
-
-def first_candidate(host, rng):
-    """The candidate of ``host`` Nova claims, as modelled (module doc, 5)."""
-    return rng.choice(sorted(host.candidates, key=_candidate_key))
+    :param accept: callable(candidate) -> bool.
+    :returns: the hosts with their accepted candidates (in Placement's
+        order), without those left with none.
+    """
+    out = []
+    for host in hosts:
+        kept = tuple(c for c in host.candidates if accept(c))
+        if kept:
+            out.append(dataclasses.replace(host, candidates=kept))
+    return out
 
 
 def claim_body(candidate, project_id, user_id):

@@ -7,17 +7,19 @@ loaded with the starting snapshot:
    as ``reshape`` (the ``reshaped`` layout) or ``flatten`` (``flat``);
 2. every boot sends the flavor's ``GET /allocation_candidates`` exactly as
    Nova builds it (:func:`nvlink_placement.flavors.request.build`, as
-   ``flavor verify`` does) and picks host and GPUs with Nova's rule
-   (:mod:`.choice`), then claims them as Nova's scheduler does: one
+   ``flavor verify`` does), filters and picks host and GPUs with Nova's
+   rule (:mod:`.choice`, :mod:`.numa`), then claims them as Nova's
+   scheduler does: one
    consumer per server, ``PUT /allocations/{server}`` with the allocation
    request Placement returned (VCPU, MEMORY_MB, DISK_GB on the compute
    node and one unit on each GPU provider);
 3. every delete sends ``DELETE /allocations/{server}``.
 
-What is counted per flavor size: requested, placed, NoValidHost,
-*fragmentation loss* (NoValidHost while some host had at least that many
-free GPUs of the class), and placements whose GPUs are not one NVLink
-domain of the topology (:meth:`Host.domain_label`). Over time, after each
+What is counted per flavor size: requested, placed, NoValidHost and why
+(:func:`refusal`: *fragmentation* while some host had at least that many
+free GPUs of the class, *no capacity* otherwise), and placements whose
+GPUs are not one NVLink domain of the topology, fixed group or any GPUs of
+one mesh (:func:`spans`). Over time, after each
 event: GPUs in use and the free NVLink domains per size, counted on the
 topology's domains whatever the tree (so layouts compare on the same
 hardware truth).
@@ -34,11 +36,16 @@ from nvlink_placement.placement import state as state_mod
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import run as run_mod
 from nvlink_placement.simulate import choice
+from nvlink_placement.simulate import numa as numa_mod
 from nvlink_placement.simulate import workload as workload_mod
 
 FLAT = 'flat'
+FLAT_NUMA = 'flat-numa'
 RESHAPED = 'reshaped'
-LAYOUTS = (FLAT, RESHAPED)
+LAYOUTS = (FLAT, FLAT_NUMA, RESHAPED)
+#: Why a boot got NoValidHost (:func:`refusal`).
+FRAGMENTATION = 'fragmentation'
+NO_CAPACITY = 'no capacity'
 #: Owner of the simulated servers' allocations.
 PROJECT_ID = 'a0a0a0a0-0000-4000-8000-000000000001'
 USER_ID = 'a0a0a0a0-0000-4000-8000-000000000002'
@@ -47,11 +54,15 @@ _CONSUMERS = uuid.UUID('6a1c6e4e-5d0b-4d55-9a57-6a3c0de5e7a1')
 
 @dataclasses.dataclass
 class Counts:
-    """What happened to the boots of one flavor size."""
+    """What happened to the boots of one flavor size.
+
+    ``no_valid_host`` is ``fragmentation_loss`` + ``no_capacity``.
+    """
     requested: int = 0
     placed: int = 0
     no_valid_host: int = 0
     fragmentation_loss: int = 0
+    no_capacity: int = 0
     spanning: int = 0
 
 
@@ -73,6 +84,7 @@ class Result:
         after each event.
     :ivar picks: list of :class:`Pick` in boot order.
     :ivar total_gpus: GPUs of the simulated hosts.
+    :ivar seed: the workload seed of the run.
     """
     layout: str
     flavors: dict
@@ -80,6 +92,7 @@ class Result:
     timeline: list
     picks: list
     total_gpus: int
+    seed: int = 0
 
 
 def consumer_uuid(seed, index):
@@ -87,24 +100,28 @@ def consumer_uuid(seed, index):
     return str(uuid.uuid5(_CONSUMERS, '%d/%d' % (seed, index)))
 
 
-def upstream_flavors(flavors, alias):
+def upstream_flavors(flavors, alias, numa=None):
     """What an unmodified cloud would run for each size: ``alias:N`` only.
 
     Upstream Nova cannot keep an alias' GPUs in one domain (``flavor
     generate --dialect upstream`` refuses such sizes): its flavors carry
-    ``pci_passthrough:alias = A:N`` and nothing else, with the same
-    vCPUs, RAM and disk as ours, and Nova gives them whatever N GPUs
-    Placement lists first.
+    ``pci_passthrough:alias = A:N``, with the same vCPUs, RAM and disk as
+    ours, and Nova gives them whatever N GPUs Placement lists first.
 
     :param flavors: dict size -> flavor dict
         (:func:`request.flavor_from_dict`).
-    :returns: dict size -> flavor dict named ``<name>.upstream``.
+    :param numa: optional dict size -> NUMA extra specs to add
+        (:func:`numa.extra_specs`).
+    :returns: dict size -> flavor dict named ``<name>.upstream`` (or
+        ``<name>.upstream-numa`` with ``numa``).
     """
     out = {}
     for size, flavor in flavors.items():
-        out[size] = dict(flavor, name='%s.upstream' % flavor['name'],
-                         extra_specs={generate.ALIAS_KEY: '%s:%d'
-                                      % (alias, size)})
+        specs = {generate.ALIAS_KEY: '%s:%d' % (alias, size)}
+        specs.update((numa or {}).get(size, {}))
+        out[size] = dict(flavor, name='%s.upstream%s' % (
+            flavor['name'], '-numa' if numa is not None else ''),
+            extra_specs=specs)
     return out
 
 
@@ -206,8 +223,28 @@ class _Mirror(object):
         return max((len(f) for f in self.free.values()), default=0)
 
 
+def spans(host, addresses):
+    """Whether a server's GPUs on ``host`` are not one NVLink domain.
+
+    One domain: a fixed domain of that many GPUs (a group, one GPU, the
+    whole board) or any GPUs of one mesh (:meth:`Host.domain_label`).
+    """
+    return len(addresses) > 1 and host.domain_label(
+        addresses, len(addresses)) is None
+
+
+def refusal(mirror, size):
+    """Why a boot of ``size`` GPUs got NoValidHost.
+
+    :returns: :data:`FRAGMENTATION` when some host had at least ``size``
+        free GPUs of the class (the GPUs were there, no acceptable set of
+        them was), else :data:`NO_CAPACITY`.
+    """
+    return FRAGMENTATION if mirror.most_free() >= size else NO_CAPACITY
+
+
 def simulate(client, hosts, layout, workload, flavors, rc, progress=None,
-             tie_break=None, pick=None, events=None):
+             shuffle=False, numa_sizes=(), events=None):
     """Run ``workload`` on the embedded Placement behind ``client``.
 
     :param hosts: topology hosts (the ones simulated: candidates on other
@@ -216,10 +253,10 @@ def simulate(client, hosts, layout, workload, flavors, rc, progress=None,
     :param flavors: dict size -> ``(flavor dict, Request)`` of the layout.
     :param rc: the GPUs' resource class.
     :param progress: optional callable() after each event.
-    :param tie_break: see :func:`choice.rank`.
-    :param pick: optional callable(server number, HostState) returning the
-        candidate to claim instead of :func:`choice.first_candidate` (a
-        test replaying Nova's picks).
+    :param shuffle: Nova's ``shuffle_best_same_weighed_hosts`` (see
+        :func:`choice.rank`), drawn from the workload's seed.
+    :param numa_sizes: sizes whose flavors NUMATopologyFilter keeps on one
+        NUMA node (:mod:`.numa`).
     :param events: the events to replay instead of the workload's.
     :returns: :class:`Result`.
     """
@@ -228,16 +265,17 @@ def simulate(client, hosts, layout, workload, flavors, rc, progress=None,
     providers = {rp['name']: rp['uuid'] for rp in listing}
     mirror = _Mirror(hosts, workload.sizes, providers,
                      state_mod.free_gpus(client))
+    names = {providers[h.name]: h.name for h in hosts if h.name in providers}
     counts = {s: Counts() for s in workload.sizes}
     timeline, picks, placed = [], [], {}
-    rng = random.Random('%d/choice/%s' % (workload.seed, layout))
+    rules = _Rules(names, random.Random('%d/shuffle/%s' % (
+        workload.seed, layout)) if shuffle else None, set(numa_sizes), rc)
     if events is None:
         events = workload_mod.events(workload)
     for event in events:
         if event.kind == workload_mod.BOOT:
             placement = _boot(client, event, flavors[event.gpus][1], mirror,
-                              rc, workload.seed, (rng, tie_break, pick),
-                              counts[event.gpus])
+                              workload.seed, rules, counts[event.gpus])
             if placement is not None:
                 placed[event.index] = placement
                 picks.append(placement)
@@ -251,26 +289,43 @@ def simulate(client, hosts, layout, workload, flavors, rc, progress=None,
         if progress is not None:
             progress()
     return Result(layout, {s: f[0]['name'] for s, f in flavors.items()},
-                  counts, timeline, picks, mirror.total)
+                  counts, timeline, picks, mirror.total, workload.seed)
 
 
-def _boot(client, event, query, mirror, rc, seed, rules, counts):
-    rng, tie_break, pick = rules
+@dataclasses.dataclass(frozen=True)
+class _Rules:
+    names: dict         # compute node uuid -> name
+    shuffle: object     # random.Random, or None
+    numa_sizes: set
+    rc: str
+
+
+def _gpus(candidate, mirror, rc):
+    """``[(host, address)]`` of a candidate's GPUs (None for unknown RPs)."""
+    return [mirror.gpu_of.get(u) for u, a in candidate['allocations'].items()
+            if rc in a['resources']]
+
+
+def _boot(client, event, query, mirror, seed, rules, counts):
     counts.requested += 1
     body = client.get(query.url, version=request_mod.MICROVERSION)
     server = consumer_uuid(seed, event.index)
     hosts = [h for h in choice.by_host(body) if h.uuid in mirror.nodes]
-    for host, _ in choice.rank(hosts, rng, tie_break):
-        candidate = (choice.first_candidate(host, rng) if pick is None
-                     else pick(event.index, host))
+    if event.gpus in rules.numa_sizes:
+        def accept(candidate):
+            gpus = _gpus(candidate, mirror, rules.rc)
+            return None not in gpus and numa_mod.accepts(
+                mirror.hosts[gpus[0][0]], [a for _, a in gpus])
+        hosts = choice.keep(hosts, accept)
+    for host, _ in choice.rank(hosts, rules.names, rules.shuffle):
+        candidate = host.candidates[0]
         claimed = client.request(
             'PUT', '/allocations/%s' % server,
             body=choice.claim_body(candidate, PROJECT_ID, USER_ID),
             version=request_mod.MICROVERSION, expect=(204,), tolerate=(409,))
         if claimed is None:
             continue
-        gpus = [mirror.gpu_of.get(u) for u, a in
-                candidate['allocations'].items() if rc in a['resources']]
+        gpus = _gpus(candidate, mirror, rules.rc)
         if None in gpus or len({name for name, _ in gpus}) != 1:
             raise errors.NvlinkError(
                 'server %d got GPU providers the topology does not list: '
@@ -279,11 +334,12 @@ def _boot(client, event, query, mirror, rc, seed, rules, counts):
         addresses = tuple(sorted(a for _, a in gpus))
         mirror.take(name, addresses)
         counts.placed += 1
-        if event.gpus > 1 and mirror.hosts[name].domain_label(
-                addresses, event.gpus) is None:
+        if spans(mirror.hosts[name], addresses):
             counts.spanning += 1
         return Pick(event.index, name, addresses)
     counts.no_valid_host += 1
-    if mirror.most_free() >= event.gpus:
+    if refusal(mirror, event.gpus) == FRAGMENTATION:
         counts.fragmentation_loss += 1
+    else:
+        counts.no_capacity += 1
     return None

@@ -5,16 +5,54 @@ layout, GPUs in use over time, and free NVLink domains of each size over
 time.
 """
 
+import dataclasses
 from xml.sax import saxutils
 
-COLUMNS = ('layout', 'flavor', 'gpus', 'requested', 'placed',
-           'no_valid_host', 'fragmentation_loss', 'spanning_domains',
-           'spanning_share')
-SUMMARY_COLUMNS = ('layout', 'events', 'gpus', 'mean_gpus_in_use',
-                   'peak_gpus_in_use', 'end_free_domains')
-_COLOURS = {'flat': '#c0392b', 'reshaped': '#2471a3'}
+from cliff import columns
+
+from nvlink_placement.simulate import stats
+
+COLUMNS = ('layout', 'seed', 'flavor', 'gpus', 'requested', 'placed',
+           'no_valid_host', 'fragmentation_loss', 'no_capacity',
+           'spanning_domains', 'spanning_share')
+_COLOURS = {'flat': '#c0392b', 'flat-numa': '#d68910',
+            'reshaped': '#2471a3'}
 _DASHES = ('', '6,3', '2,2', '8,2,2,2')
 WIDTH, PANEL, MARGIN = 720, 220, 50
+
+
+class Figure(columns.FormattableColumn):
+    """A cell of the figures table: a :class:`stats.Interval`.
+
+    Tables show ``mean (low-high)``; ``-f json`` and ``-f yaml`` give
+    ``{mean, low, high, seeds}``. The interval is cut to the figure's
+    range (no count below 0, no share beyond 0-100 %).
+    """
+
+    def __init__(self, value, unit=''):
+        if value.low is not None:
+            value = dataclasses.replace(
+                value, low=max(0.0, value.low), high=min(
+                    100.0, value.high) if unit == '%' else value.high)
+        super().__init__(value)
+        self.unit = unit
+
+    def human_readable(self):
+        value = self._value
+        if value.mean is None:
+            return '-'
+        text = '%.1f%s' % (value.mean, self.unit)
+        if value.low is not None:
+            text += ' (%.1f-%.1f)' % (value.low, value.high)
+        return text
+
+    def machine_readable(self):
+        value = self._value
+
+        def rounded(number):
+            return None if number is None else round(number, 3)
+        return {'mean': rounded(value.mean), 'low': rounded(value.low),
+                'high': rounded(value.high), 'seeds': value.n}
 
 
 def share(part, whole):
@@ -22,40 +60,80 @@ def share(part, whole):
     return round(part / float(whole), 3) if whole else 0.0
 
 
-def rows(results):
-    """One row per layout and flavor size (:data:`COLUMNS`)."""
+def rows(runs):
+    """One row per seed, layout and flavor size (:data:`COLUMNS`).
+
+    :param runs: list (per seed) of lists of :class:`engine.Result`.
+    """
     out = []
-    for result in results:
-        for size, counts in sorted(result.counts.items()):
-            out.append((result.layout, result.flavors[size], size,
-                        counts.requested, counts.placed,
-                        counts.no_valid_host, counts.fragmentation_loss,
-                        counts.spanning, share(counts.spanning,
-                                               counts.placed)))
+    for results in runs:
+        for result in results:
+            for size, counts in sorted(result.counts.items()):
+                out.append((result.layout, result.seed, result.flavors[size],
+                            size, counts.requested, counts.placed,
+                            counts.no_valid_host, counts.fragmentation_loss,
+                            counts.no_capacity, counts.spanning,
+                            share(counts.spanning, counts.placed)))
     return out
+
+
+def gpu_hours(timeline):
+    """GPU-hours in use between the first and the last event.
+
+    :param timeline: ``(time, GPUs in use, free domains)`` after each event.
+    """
+    return sum((b[0] - a[0]) * a[1] for a, b in zip(timeline, timeline[1:]))
 
 
 def mean_in_use(timeline):
     """Time-weighted mean of GPUs in use between the first and last event."""
     if len(timeline) < 2:
         return float(timeline[0][1]) if timeline else 0.0
-    area = sum((b[0] - a[0]) * a[1] for a, b in zip(timeline, timeline[1:]))
     span = timeline[-1][0] - timeline[0][0]
-    return round(area / span, 1) if span else float(timeline[-1][1])
+    return gpu_hours(timeline) / span if span else float(timeline[-1][1])
 
 
-def summary(results):
-    """One row per layout (:data:`SUMMARY_COLUMNS`)."""
+def one_domain_share(counts):
+    """Percent of the placed servers whose GPUs are one NVLink domain."""
+    if not counts.placed:
+        return None
+    return 100.0 * (counts.placed - counts.spanning) / counts.placed
+
+
+def figures(runs):
+    """The figures that decide, per layout, over the seeds.
+
+    :param runs: list (per seed) of lists of :class:`engine.Result`, the
+        layouts in the same order in each.
+    :returns: ``(columns, rows)``: ``('figure', <layout>...)`` and one row
+        per figure, each cell a :class:`Figure`.
+    """
+    layouts = [r.layout for r in runs[0]]
+    by_layout = [[seed[i] for seed in runs] for i in range(len(layouts))]
+    sizes = sorted(runs[0][0].counts)
+    total = runs[0][0].total_gpus
+    wanted = []
+    for size in sizes:
+        if size > 1:
+            wanted.append(('%d-GPU servers on one NVLink domain' % size, '%',
+                           lambda r, s=size: one_domain_share(r.counts[s])))
+    for size in sizes:
+        wanted += [
+            ('%d-GPU boots requested' % size, '',
+             lambda r, s=size: r.counts[s].requested),
+            ('%d-GPU boots refused, no capacity' % size, '',
+             lambda r, s=size: r.counts[s].no_capacity),
+            ('%d-GPU boots refused, fragmentation' % size, '',
+             lambda r, s=size: r.counts[s].fragmentation_loss)]
+    wanted += [('GPU-hours served', '', lambda r: gpu_hours(r.timeline)),
+               ('mean GPUs busy (of %d)' % total, '',
+                lambda r: mean_in_use(r.timeline))]
     out = []
-    for result in results:
-        timeline = result.timeline
-        end = timeline[-1][2] if timeline else {}
-        out.append((result.layout, len(timeline), result.total_gpus,
-                    mean_in_use(timeline),
-                    max((t[1] for t in timeline), default=0),
-                    ', '.join('%d-GPU: %d' % kv
-                              for kv in sorted(end.items())) or '-'))
-    return out
+    for name, unit, value in wanted:
+        out.append((name,) + tuple(
+            Figure(stats.interval([value(r) for r in results]), unit)
+            for results in by_layout))
+    return ('figure',) + tuple(layouts), out
 
 
 def timeline_document(results):

@@ -50,6 +50,12 @@ FIXED = 'fixed'
 #: Bounds that keep a run finite: events, sizes in the mix.
 MAX_EVENTS = 1000000
 MAX_GPUS = 64
+#: Largest mean or value of a time distribution (hours: about 114 years),
+#: and largest weight. Both keep every sum the run makes finite: the
+#: clock stays below ``MAX_EVENTS`` draws of at most 37 means each
+#: (:meth:`Distribution.draw`), the weights' total below 64 weights.
+MAX_HOURS = 1e6
+MAX_WEIGHT = 1e9
 
 _DISTRIBUTION = {
     'type': 'object',
@@ -57,8 +63,10 @@ _DISTRIBUTION = {
     'required': ['distribution'],
     'properties': {
         'distribution': {'enum': [EXPONENTIAL, FIXED]},
-        'mean': {'type': 'number', 'exclusiveMinimum': 0},
-        'value': {'type': 'number', 'exclusiveMinimum': 0},
+        'mean': {'type': 'number', 'exclusiveMinimum': 0,
+                 'maximum': MAX_HOURS},
+        'value': {'type': 'number', 'exclusiveMinimum': 0,
+                  'maximum': MAX_HOURS},
     },
 }
 
@@ -82,7 +90,8 @@ SCHEMA = {
                 'properties': {
                     'gpus': {'type': 'integer', 'minimum': 1,
                              'maximum': MAX_GPUS},
-                    'weight': {'type': 'number', 'exclusiveMinimum': 0},
+                    'weight': {'type': 'number', 'exclusiveMinimum': 0,
+                               'maximum': MAX_WEIGHT},
                     'lifetime': _DISTRIBUTION,
                 },
             },
@@ -165,13 +174,44 @@ def _distribution(data, where):
     return Distribution(kind, float(data[field]))
 
 
+def _not_finite(node, path=()):
+    """Key paths and values of the NaNs and infinities in ``node``.
+
+    YAML's ``.nan`` and ``.inf`` (and JSON's ``NaN``, ``Infinity``) load as
+    floats that pass a schema's number bounds: NaN compares false with
+    every bound.
+    """
+    if isinstance(node, float) and not math.isfinite(node):
+        return [(list(path), node)]
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return []
+    found = []
+    for key, value in items:
+        found += _not_finite(value, path + (key,))
+    return found
+
+
 def parse(document, source='<workload>'):
     """Validate a loaded workload document.
+
+    Numbers must be finite and within the schema's bounds
+    (:data:`MAX_HOURS`, :data:`MAX_WEIGHT`, :data:`MAX_EVENTS`), so no
+    sum the run makes overflows.
 
     :returns: :class:`Workload`.
     :raises NvlinkError: naming ``source`` and the key path of every
         schema problem.
     """
+    bad = _not_finite(document)
+    if bad:
+        raise errors.NvlinkError('\n'.join(
+            '%s: %s: expected a finite number, got %s' % (
+                source, documents.keypath(path) or 'top level', value)
+            for path, value in bad))
     problems = []
     for error in sorted(_VALIDATOR.iter_errors(document),
                         key=lambda e: documents.keypath(e.absolute_path)):

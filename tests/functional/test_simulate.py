@@ -1,8 +1,8 @@
 """``simulate`` and ``defrag`` through the CLI, on the embedded Placement.
 
-Seeded runs give fixed results: the numbers below are what the seeds
-give, and change only when the model (Nova's rule, the query, the tree
-or the flavors) changes.
+``simulate``'s results are judged on what must hold whatever the seed (the
+same boots in every layout, counts that add up, no spanning where the
+flavors or NUMA affinity forbid it), not on one seed's numbers.
 """
 
 import copy
@@ -28,6 +28,8 @@ from tests import novalike
 from tests import placement_server
 
 RC = novalike.GPU_RC
+#: The example H100 hosts with their GPUs' NUMA nodes.
+NUMA_TOPOLOGY = os.path.join(fbase.EXAMPLES, 'hgx-h100-numa.yaml')
 WORKLOAD = {'version': 1, 'seed': 11, 'events': 24,
             'arrival': {'distribution': 'exponential', 'mean': 0.5},
             'lifetime': {'distribution': 'exponential', 'mean': 6},
@@ -59,50 +61,91 @@ class _Files(base.BaseTestCase):
 
 
 class TestSimulate(_Files):
+    """The command's results, judged on what must hold for any seed."""
 
-    def simulate(self, *argv):
-        return cli.run(self, 'nvlink', 'simulate', '--topology',
-                       fbase.H100_TOPOLOGY, '--flavors', self.flavors,
-                       *argv)
+    def simulate(self, *argv, topology=NUMA_TOPOLOGY):
+        return cli.run(self, 'nvlink', 'simulate', '--topology', topology,
+                       '--flavors', self.flavors, *argv)
 
-    def test_layouts_side_by_side(self):
+    def test_layouts_and_seeds_per_seed(self):
         workload = self.write('workload.yaml', WORKLOAD)
         timeline = os.path.join(self.tmp, 'timeline.json')
         picture = os.path.join(self.tmp, 'run.svg')
         result = self.simulate('--workload', workload, '--from-topology',
-                               '--resource-class', RC, '--timeline',
-                               timeline, '--svg', picture, '-f', 'json')
+                               '--resource-class', RC, '--seeds', '2',
+                               '--processes', '1',
+                               '--per-seed', '--timeline', timeline,
+                               '--svg', picture, '-f', 'json')
         self.assertEqual(0, result.code, result.stderr)
-        rows = [(r['layout'], r['flavor'], r['gpus'], r['requested'],
-                 r['placed'], r['no_valid_host'], r['fragmentation_loss'],
-                 r['spanning_domains'], r['spanning_share'])
-                for r in json.loads(result.stdout)]
-        self.assertEqual([
-            ('flat', 'gpu.h100.1x.upstream', 1, 6, 6, 0, 0, 0, 0.0),
-            ('flat', 'gpu.h100.2x.upstream', 2, 7, 5, 2, 0, 5, 1.0),
-            ('flat', 'gpu.h100.4x.upstream', 4, 3, 2, 1, 0, 1, 0.5),
-            ('reshaped', 'gpu.h100.1x', 1, 6, 6, 0, 0, 0, 0.0),
-            ('reshaped', 'gpu.h100.2x', 2, 7, 5, 2, 0, 0, 0.0),
-            ('reshaped', 'gpu.h100.4x', 4, 3, 1, 2, 1, 0, 0.0)], rows)
+        rows = json.loads(result.stdout)
+        self.assertEqual(2 * 3 * 3, len(rows))
+        self.assertEqual({11, 12}, {r['seed'] for r in rows})
+        by = {(r['seed'], r['layout'], r['gpus']): r for r in rows}
+        self.assertEqual('gpu.h100.4x.upstream-numa',
+                         by[11, 'flat-numa', 4]['flavor'])
+        for (seed, layout, gpus), row in by.items():
+            # The same boots in every layout of a seed.
+            self.assertEqual(by[seed, 'flat', gpus]['requested'],
+                             row['requested'])
+            self.assertEqual(row['requested'],
+                             row['placed'] + row['no_valid_host'])
+            self.assertEqual(row['no_valid_host'],
+                             row['fragmentation_loss'] + row['no_capacity'])
+            # Generated flavors never span; NUMA affinity keeps a 4-GPU
+            # server on one socket, which on HGX H100 is one quad.
+            if layout == 'reshaped' or (layout, gpus) == ('flat-numa', 4):
+                self.assertEqual(0, row['spanning_domains'], row)
+            # Upstream flavors never meet fragmentation: any N free GPUs
+            # of a host will do.
+            if layout == 'flat':
+                self.assertEqual(0, row['fragmentation_loss'], row)
         with open(timeline) as f:
             points = json.load(f)
-        self.assertEqual(['flat', 'reshaped'], sorted(points))
+        self.assertEqual(['flat', 'flat-numa', 'reshaped'], sorted(points))
         self.assertEqual(24, len(points['flat']))
-        # The first boot is a 2-GPU server: upstream, its GPUs break two
-        # pairs and a quad; reshaped, one pair.
-        self.assertEqual({'gpus_in_use': 2, 'time': 0.3011,
-                          'free_domains': {'2': 6, '4': 3}},
-                         points['flat'][0])
-        self.assertEqual({'gpus_in_use': 2, 'time': 0.3011,
-                          'free_domains': {'2': 7, '4': 3}},
-                         points['reshaped'][0])
+        for layout, series in points.items():
+            self.assertTrue(all(0 <= p['gpus_in_use'] <= 16
+                                for p in series))
         with open(picture) as f:
             svg = f.read()
         self.assertTrue(svg.startswith('<?xml'))
-        self.assertEqual(6, svg.count('<polyline'))   # 3 panels x 2 layouts
-        self.assertIn('free 4-GPU NVLink domains', svg)
+        self.assertEqual(9, svg.count('<polyline'))   # 3 panels x 3 layouts
+        self.assertIn('seed 11', svg)
 
-    def test_snapshot_host_layout_summary_and_state(self):
+    def test_figures_over_seeds(self):
+        workload = self.write('workload.yaml', WORKLOAD)
+        result = self.simulate('--workload', workload, '--from-topology',
+                               '--resource-class', RC, '--seeds', '2',
+                               '--shuffle-best-same-weighed-hosts',
+                               '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        table = {row['figure']: row for row in json.loads(result.stdout)}
+        self.assertEqual(
+            ['2-GPU servers on one NVLink domain',
+             '4-GPU servers on one NVLink domain',
+             '1-GPU boots requested', '1-GPU boots refused, no capacity',
+             '1-GPU boots refused, fragmentation', '2-GPU boots requested',
+             '2-GPU boots refused, no capacity',
+             '2-GPU boots refused, fragmentation', '4-GPU boots requested',
+             '4-GPU boots refused, no capacity',
+             '4-GPU boots refused, fragmentation', 'GPU-hours served',
+             'mean GPUs busy (of 16)'], list(table))
+        quads = table['4-GPU servers on one NVLink domain']
+        for layout in ('flat-numa', 'reshaped'):
+            self.assertEqual({'mean': 100.0, 'low': 100.0, 'high': 100.0,
+                              'seeds': 2}, quads[layout])
+        self.assertEqual(table['1-GPU boots requested']['flat'],
+                         table['1-GPU boots requested']['reshaped'])
+        for row in table.values():
+            for layout in ('flat', 'flat-numa', 'reshaped'):
+                cell = row[layout]
+                if cell['mean'] is not None:
+                    self.assertLessEqual(cell['low'], cell['mean'])
+                    self.assertLessEqual(cell['mean'], cell['high'])
+        busy = table['mean GPUs busy (of 16)']['reshaped']['mean']
+        self.assertTrue(0 < busy <= 16, busy)
+
+    def test_snapshot_host_layout_and_state(self):
         workload = self.write('workload.yaml', WORKLOAD)
         aliases = self.write('alias.json', [{'name': 'h100',
                                              'resource_class': RC}])
@@ -110,23 +153,25 @@ class TestSimulate(_Files):
         result = self.simulate('--workload', workload, '--snapshot',
                                fbase.H100_SNAPSHOT, '--host', 'compute-01',
                                '--layout', 'reshaped', '--alias-config',
-                               aliases, '--summary', '--save-state', state,
-                               '-f', 'json')
+                               aliases, '--seeds', '1', '--per-seed',
+                               '--save-state', state, '-f', 'json',
+                               topology=fbase.H100_TOPOLOGY)
         self.assertEqual(0, result.code, result.stderr)
-        self.assertEqual([{'layout': 'reshaped', 'events': 24, 'gpus': 8,
-                           'mean_gpus_in_use': 6.5, 'peak_gpus_in_use': 8,
-                           'end_free_domains': '2-GPU: 1, 4-GPU: 0'}],
-                         json.loads(result.stdout))
+        rows = json.loads(result.stdout)
+        self.assertEqual([('reshaped', 11, 1), ('reshaped', 11, 2),
+                          ('reshaped', 11, 4)],
+                         [(r['layout'], r['seed'], r['gpus']) for r in rows])
         saved = snapshot.read_file(os.path.join(state, 'reshaped.json'))
         # The snapshot's own consumer plus the servers alive at the end,
         # all on compute-01 (compute-02 was not simulated).
-        self.assertEqual(4, len(saved['allocations']))
+        self.assertGreater(len(saved['allocations']), 1)
         names = {rp['uuid']: rp['name'] for rp in saved['resource_providers']}
         hosts = {names[rp].split('_')[0]
                  for c in saved['allocations'].values()
                  for rp in c['allocations']}
         self.assertEqual({'compute-01'}, hosts)
         self.assertFalse(os.path.exists(os.path.join(state, 'flat.json')))
+        self.assertIn('reshaped.json: ', result.stderr)
 
     def test_bad_workload_runs_nothing(self):
         bad = copy.deepcopy(WORKLOAD)
@@ -140,6 +185,79 @@ class TestSimulate(_Files):
                       "string 'heavy'" % workload, result.stderr)
         self.assertNotIn('Traceback', result.stderr)
         self.assertFalse(os.path.exists(picture))
+
+    def test_nan_weight_refused(self):
+        workload = os.path.join(self.tmp, 'workload.yaml')
+        with open(workload, 'w') as f:
+            f.write(yaml.safe_dump(WORKLOAD).replace('weight: 2\n',
+                                                     'weight: .nan\n'))
+        timeline = os.path.join(self.tmp, 'timeline.json')
+        result = self.simulate('--workload', workload, '--from-topology',
+                               '--resource-class', RC, '--timeline',
+                               timeline)
+        self.assertEqual(1, result.code)
+        self.assertIn('%s: flavors[1].weight: expected a finite number, got '
+                      'nan' % workload, result.stderr)
+        self.assertFalse(os.path.exists(timeline))
+
+    def test_outputs_checked_before_the_run(self):
+        # A million events: the warning says hours; the bad --svg stops
+        # the command before any of it runs, and nothing is written.
+        huge = dict(WORKLOAD, events=1000000)
+        workload = self.write('workload.yaml', huge)
+        timeline = os.path.join(self.tmp, 'timeline.json')
+        state = os.path.join(self.tmp, 'state')
+        result = self.simulate('--workload', workload, '--from-topology',
+                               '--resource-class', RC, '--timeline',
+                               timeline, '--save-state', state, '--svg',
+                               self.tmp)
+        self.assertEqual(1, result.code)
+        self.assertIn('--svg: cannot write %s: it is a directory' % self.tmp,
+                      result.stderr)
+        self.assertIn('simulate: 1000000 events x 60 runs (layouts x seeds) '
+                      'on 2 hosts take about', result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        self.assertEqual(['flavors.json', 'workload.yaml'],
+                         sorted(os.listdir(self.tmp)))
+        small = self.write('small.yaml', WORKLOAD)
+        for option, path, message in (
+                ('--timeline', os.path.join(self.tmp, 'no', 't.json'),
+                 'directory %s does not exist' % os.path.join(self.tmp,
+                                                              'no')),
+                ('--save-state', self.flavors, 'it exists and is not a '
+                 'directory'),
+                ('--save-state', os.path.join(self.tmp, 'no', 'state'),
+                 'directory %s does not exist' % os.path.join(self.tmp,
+                                                              'no'))):
+            result = self.simulate('--workload', small, '--from-topology',
+                                   '--resource-class', RC, option, path)
+            self.assertEqual(1, result.code, option)
+            self.assertIn('%s: cannot write %s: %s' % (option, path,
+                                                       message),
+                          result.stderr)
+            self.assertNotIn('simulate: ', result.stderr)
+
+    def test_flat_numa_needs_numa_nodes(self):
+        workload = self.write('workload.yaml', WORKLOAD)
+        result = self.simulate('--workload', workload, '--from-topology',
+                               '--resource-class', RC, '--layout',
+                               'flat-numa', topology=fbase.H100_TOPOLOGY)
+        self.assertEqual(1, result.code)
+        self.assertIn('the flat-numa layout needs the GPUs\' NUMA nodes: '
+                      'the topology has no numa_node for the GPUs of '
+                      'compute-01, compute-02', result.stderr)
+
+    def test_seeds_bounds(self):
+        workload = self.write('workload.yaml', WORKLOAD)
+        result = self.simulate('--workload', workload, '--from-topology',
+                               '--resource-class', RC, '--seeds', '0')
+        self.assertEqual(3, result.code)
+        self.assertIn('--seeds: expected 1 to 1000, got 0', result.stderr)
+        result = self.simulate('--workload', workload, '--from-topology',
+                               '--resource-class', RC, '--processes', '0')
+        self.assertEqual(3, result.code)
+        self.assertIn('--processes: expected at least 1, got 0',
+                      result.stderr)
 
     def test_size_without_flavor(self):
         more = copy.deepcopy(WORKLOAD)

@@ -22,7 +22,8 @@ PLAYBOOK = os.path.join(ETC, 'ansible', 'inspect-hosts.yml')
 class TestExamples(base.BaseTestCase):
 
     def test_topologies_load(self):
-        expected = {'hgx-h100.yaml': (2, 12), 'hgx-b200.yaml': (1, 6),
+        expected = {'hgx-h100.yaml': (2, 12), 'hgx-h100-numa.yaml': (2, 12),
+                    'hgx-b200.yaml': (1, 6),
                     'hgx-a100.yaml': (1, 6), 'pcie-bridge-pairs.yaml': (1, 2),
                     'direct-nvlink.yaml': (3, 4)}
         found = {}

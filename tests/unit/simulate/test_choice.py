@@ -55,23 +55,48 @@ class TestChoice(base.BaseTestCase):
                                weights[0])
         self.assertEqual(3.0, weights[1])
         self.assertGreater(weights[0], weights[1])
-        ranked = choice.rank([a, b], random.Random(1))
+        ranked = choice.rank([a, b], {'A': 'a', 'B': 'b'})
         self.assertEqual(['A', 'B'], [h.uuid for h, _ in ranked])
 
     def test_one_host_weighs_zero(self):
         self.assertEqual([0.0], choice.weigh(choice.by_host(answer())[:1]))
 
-    def test_ties_seeded_or_given(self):
-        a, b = choice.by_host(answer())
-        b2 = choice.HostState('C', b.free_ram_mb, b.free_vcpus,
-                              b.free_disk_mb, b.free_pci, b.candidates)
+    def tied(self, count):
+        _, b = choice.by_host(answer())
+        return [choice.HostState('uuid-%02d' % i, b.free_ram_mb,
+                                 b.free_vcpus, b.free_disk_mb, b.free_pci,
+                                 b.candidates) for i in range(count)]
+
+    def test_ties_in_nova_host_set_order(self):
+        hosts = self.tied(6)
+        names = {h.uuid: 'compute-%02d' % i for i, h in enumerate(hosts)}
+        first = [h.uuid for h, _ in choice.rank(hosts, names)]
+        self.assertEqual(sorted(first), sorted(names))
+        # Fixed for the process and the hosts: not drawn per request, and
+        # not the order the answer listed them in.
+        for order in (hosts[::-1], hosts[2:] + hosts[:2]):
+            self.assertEqual(first, [h.uuid for h, _ in choice.rank(
+                order, names)])
+
+    def test_ties_shuffled(self):
+        hosts = self.tied(3)
+        names = {h.uuid: h.uuid for h in hosts}
         orders = {tuple(h.uuid for h, _ in choice.rank(
-            [b, b2], random.Random(seed))) for seed in range(20)}
-        self.assertEqual({('B', 'C'), ('C', 'B')}, orders)
-        self.assertEqual(
-            ['C', 'B'], [h.uuid for h, _ in choice.rank(
-                [b, b2], random.Random(0), tie_break=lambda tied: sorted(
-                    tied, key=lambda h: h.uuid, reverse=True))])
+            hosts, names, shuffle=random.Random(seed))) for seed in range(40)}
+        self.assertEqual(6, len(orders))
+
+    def test_shuffle_keeps_the_best_first(self):
+        a, b = choice.by_host(answer())
+        names = {'A': 'a', 'B': 'b'}
+        for seed in range(10):
+            self.assertEqual(['A', 'B'], [h.uuid for h, _ in choice.rank(
+                [b, a], names, shuffle=random.Random(seed))])
+
+    def test_keep_filters_candidates(self):
+        a, b = choice.by_host(answer())
+        kept = choice.keep([a, b], lambda c: 'A1' in c['allocations'])
+        self.assertEqual(['A'], [h.uuid for h in kept])
+        self.assertEqual(1, len(kept[0].candidates))
 
     def test_claim_body(self):
         candidate = answer()['allocation_requests'][0]

@@ -65,6 +65,64 @@ class TestParse(base.BaseTestCase):
                       self.error(document(flavors=[{'gpus': 1,
                                                     'weight': 0}])))
 
+    def test_numbers_must_be_finite(self):
+        # YAML .nan and .inf load as floats that pass number bounds.
+        self.assertEqual(
+            "w.yaml: flavors[1].weight: expected a finite number, got nan",
+            self.error(document(flavors=[{'gpus': 1, 'weight': 1},
+                                         {'gpus': 2,
+                                          'weight': float('nan')}])))
+        self.assertEqual(
+            "w.yaml: arrival.mean: expected a finite number, got inf\n"
+            "w.yaml: lifetime.value: expected a finite number, got -inf",
+            self.error(document(
+                arrival={'distribution': 'exponential',
+                         'mean': float('inf')},
+                lifetime={'distribution': 'fixed', 'value': float('-inf')})))
+
+    def test_yaml_nan_and_inf_in_a_file(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'w.yaml')
+        with open(path, 'w') as f:
+            f.write(yaml.safe_dump(document()).replace(
+                'weight: 1\n', 'weight: .nan\n', 1))
+        self.assertIn('%s: flavors[0].weight: expected a finite number, '
+                      'got nan' % path, str(self.assertRaises(
+                          errors.NvlinkError, wl.load, path)))
+
+    def test_totals_cannot_overflow(self):
+        # 1e308 + 1e308 is inf: each weight and time is bounded instead.
+        message = self.error(document(flavors=[
+            {'gpus': 1, 'weight': 1e308}, {'gpus': 2, 'weight': 1e308}]))
+        self.assertEqual(
+            ['w.yaml: flavors[0].weight: 1e+308 is greater than the '
+             'maximum of 1000000000.0',
+             'w.yaml: flavors[1].weight: 1e+308 is greater than the '
+             'maximum of 1000000000.0'], message.splitlines())
+        # A clock of events x 1e308 hours would overflow.
+        self.assertEqual(
+            'w.yaml: arrival.mean: 1e+308 is greater than the maximum of '
+            '1000000.0', self.error(document(arrival={
+                'distribution': 'exponential', 'mean': 1e308})))
+        self.assertIn(
+            'w.yaml: flavors[1].lifetime.mean: 2000000 is greater than',
+            self.error(document(flavors=[
+                {'gpus': 1, 'weight': 1},
+                {'gpus': 4, 'weight': 1, 'lifetime': {
+                    'distribution': 'exponential', 'mean': 2000000}}])))
+
+    def test_largest_values_give_finite_times(self):
+        doc = document(events=50,
+                       arrival={'distribution': 'exponential',
+                                'mean': wl.MAX_HOURS},
+                       lifetime={'distribution': 'exponential',
+                                 'mean': wl.MAX_HOURS},
+                       flavors=[{'gpus': g, 'weight': wl.MAX_WEIGHT}
+                                for g in range(1, wl.MAX_GPUS + 1)])
+        times = [e.time for e in wl.events(wl.parse(doc))]
+        self.assertEqual(50, len(times))
+        self.assertTrue(all(t < 1e9 for t in times), max(times))
+
     def test_fixed_takes_value(self):
         self.assertEqual("w.yaml: lifetime.mean: the fixed distribution "
                          "takes 'value', not 'mean'",
