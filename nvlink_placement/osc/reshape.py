@@ -103,7 +103,8 @@ class _PlanCommand(commands.Lister):
                                  on_action=tracker.action,
                                  on_host=tracker.host,
                                  more_hosts=more_hosts,
-                                 allocations=allocations)
+                                 allocations=allocations,
+                                 tables=offline.tables(client))
             finally:
                 if tracker.bar is not None:
                     tracker.bar.close()
@@ -356,7 +357,7 @@ class Check(_PlanCommand):
             result = run.run(client, hosts, apply=False,
                              more_hosts=outside if parsed_args.all else None,
                              allocations=run.ALL_HOSTS, members=True,
-                             servers=servers)
+                             servers=servers, tables=offline.tables(client))
             report_retries(client)
         context = repair.Context(
             os.path.abspath(parsed_args.topology), topology_names,

@@ -167,6 +167,19 @@ class EmbeddedPlacement(object):
         with self.client.lock:
             snapshot_db.load(self.engine, document)
 
+    @property
+    def writes_tables(self):
+        """Whether :mod:`snapshot_db` and :mod:`..plan.bulk` can write the
+        tables (a schema revision they know)."""
+        return not self._bulk
+
+    def allocations(self, uuids):
+        """``{rp uuid: {consumer: {rc: used}}}`` of ``uuids``, from the
+        tables (:func:`snapshot_db.allocations`; needs
+        :attr:`writes_tables`)."""
+        with self.client.lock:
+            return snapshot_db.allocations(self.engine, uuids)
+
     def export(self, hosts=None, left_out=None):
         """The snapshot of ``hosts``, or of every tree it holds.
 

@@ -249,6 +249,31 @@ def _uuid_ids(conn, model, names, insert):
     return _named_ids(conn, model, names, insert, column='uuid')
 
 
+# -- reads ---------------------------------------------------------------
+
+def allocations(engine, uuids):
+    """The allocations on providers ``uuids``, from the tables.
+
+    What ``GET /resource_providers/{uuid}/allocations`` answers for each,
+    in one ``SELECT``.
+
+    :returns: dict provider uuid -> {consumer uuid: {rc: used}} (empty for
+        a provider without allocations).
+    """
+    m = _models()
+    a, rp, rc = m.Allocation, m.ResourceProvider, m.ResourceClass
+    wanted = set(uuids)
+    found = {uuid: {} for uuid in wanted}
+    with engine.connect() as conn:
+        for consumer, rp_uuid, name, used in conn.execute(sa.select(
+                a.consumer_id, rp.uuid, rc.name, a.used).join(
+                rp, rp.id == a.resource_provider_id).join(
+                rc, rc.id == a.resource_class_id)):
+            if rp_uuid in wanted:
+                found[rp_uuid].setdefault(consumer, {})[name] = used
+    return found
+
+
 # -- export ----------------------------------------------------------------
 
 def export(engine, hosts=None, every_tree=False, left_out=None):

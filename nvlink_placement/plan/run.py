@@ -6,6 +6,7 @@ from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import reads
 from nvlink_placement.placement import state as state_mod
+from nvlink_placement.plan import bulk
 from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
 from nvlink_placement.topology import pci
@@ -85,7 +86,7 @@ def hosts_outside(state, names):
 
 
 def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
-                  members=False, servers=None):
+                  members=False, servers=None, tables=None):
     """Read Placement (constant requests plus a few inventories) and plan.
 
     :param more_hosts: optional callable(state, names) returning more
@@ -97,6 +98,8 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
         findings (``check``).
     :param servers: optional Nova server list for the allocation reads
         (see :func:`load_gpu_allocations`).
+    :param tables: an entered ``EmbeddedPlacement`` whose tables the
+        allocations are read from in one query (``--snapshot``), or None.
     :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
@@ -115,7 +118,7 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
         if allocations == CHANGED_HOSTS:
             changed = {a.host for a in plan.actions}
             hosts = [h for h in hosts if h.name in changed]
-        load_gpu_allocations(client, current, hosts, servers)
+        load_gpu_allocations(client, current, hosts, servers, tables)
         plan.findings.extend(planner.split_allocations(current, hosts))
     return current, plan
 
@@ -124,7 +127,7 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
 READ_WORKERS = 4
 
 
-def load_gpu_allocations(client, state, hosts, servers=None):
+def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
     """Load the allocations of the GPUs in use on ``hosts``.
 
     Only hosts with two GPUs in use or more can hold a split allocation,
@@ -146,6 +149,9 @@ def load_gpu_allocations(client, state, hosts, servers=None):
     :param servers: optional ``{node name: [server]}``, each server with
         ``uuid`` and ``devices`` (PCI devices of its flavor, None when not
         known).
+    :param tables: an entered ``EmbeddedPlacement`` (``--snapshot``): the
+        same allocations are read from its tables in one query instead of
+        the reads above.
     """
     if not hosts:
         return
@@ -156,6 +162,10 @@ def load_gpu_allocations(client, state, hosts, servers=None):
                 if n in state.by_name and state.by_name[n].uuid not in free}
         node = state.by_name.get(host.name)
         if len(busy) < 2:
+            continue
+        if tables is not None:
+            state.allocations.update(tables.allocations(
+                busy - set(state.allocations)))
             continue
         if node is None or node.parent_uuid is not None:
             state_mod.load_allocations(client, state, busy)
@@ -194,15 +204,25 @@ def _consumer_reads(client, consumers):
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         on_host=None, more_hosts=None, allocations=None, members=False,
-        servers=None):
+        servers=None, tables=None):
     """Read Placement, plan, and apply unless ``apply`` is False.
 
     ``allocations``, ``members``, ``servers``: see :func:`read_and_plan`.
+
+    :param tables: an entered ``EmbeddedPlacement`` whose tables
+        (``writes_tables``) the allocations are read from and the plan is
+        written to in one transaction (:mod:`.bulk`; ``--snapshot``), or
+        None: through the API (:mod:`.executor`).
     """
     current, plan = read_and_plan(client, desired_hosts, more_hosts,
-                                  allocations, members, servers)
+                                  allocations, members, servers, tables)
     if not apply or not plan.actions:
         return Result(plan.actions, plan.findings, [], False)
-    failures = executor.apply(client, plan.actions, current, workers=workers,
+    if tables is not None:
+        failures = bulk.apply(tables, plan.actions, current,
                               on_action=on_action, on_host=on_host)
+    else:
+        failures = executor.apply(client, plan.actions, current,
+                                  workers=workers, on_action=on_action,
+                                  on_host=on_host)
     return Result(plan.actions, plan.findings, failures, True)
