@@ -63,10 +63,12 @@ def placement(app, parsed_args):
 
 
 def tables(client):
-    """The embedded Placement behind ``client`` whose tables commands read
-    and write directly (``--snapshot``), or None (a live cloud, or a
-    schema revision :mod:`nvlink_placement.placement.snapshot_db` does not
-    know: then everything goes through the API)."""
+    """The embedded Placement whose tables commands use directly, or None.
+
+    The one behind ``client`` (``--snapshot``); None for a live cloud, or
+    a schema revision :mod:`nvlink_placement.placement.snapshot_db` does
+    not know (then everything goes through the API).
+    """
     embedded_placement = getattr(client, 'placement', None)
     if embedded_placement is not None and embedded_placement.writes_tables:
         return embedded_placement

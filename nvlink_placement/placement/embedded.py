@@ -169,14 +169,19 @@ class EmbeddedPlacement(object):
 
     @property
     def writes_tables(self):
-        """Whether :mod:`snapshot_db` and :mod:`..plan.bulk` can write the
-        tables (a schema revision they know)."""
+        """Whether the tables are read and written directly.
+
+        By :mod:`snapshot_db` and :mod:`nvlink_placement.plan.bulk`: a
+        schema revision they know.
+        """
         return not self._bulk
 
     def allocations(self, uuids):
-        """``{rp uuid: {consumer: {rc: used}}}`` of ``uuids``, from the
-        tables (:func:`snapshot_db.allocations`; needs
-        :attr:`writes_tables`)."""
+        """``{rp uuid: {consumer: {rc: used}}}`` of ``uuids``.
+
+        From the tables (:func:`snapshot_db.allocations`; needs
+        :attr:`writes_tables`).
+        """
         with self.client.lock:
             return snapshot_db.allocations(self.engine, uuids)
 
