@@ -157,6 +157,7 @@ def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
         return
     free = state_mod.free_gpus(client)
     busy_hosts = []
+    from_tables = set()
     for host in hosts:
         busy = {state.by_name[n].uuid for n in host.gpus
                 if n in state.by_name and state.by_name[n].uuid not in free}
@@ -164,13 +165,16 @@ def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
         if len(busy) < 2:
             continue
         if tables is not None:
-            state.allocations.update(tables.allocations(
-                busy - set(state.allocations)))
+            from_tables |= busy
             continue
         if node is None or node.parent_uuid is not None:
             state_mod.load_allocations(client, state, busy)
             continue
         busy_hosts.append((host.name, node.uuid, busy))
+    if tables is not None:
+        state.allocations.update(tables.allocations(
+            from_tables - set(state.allocations)))
+        return
     in_use = set().union(*(b for _, _, b in busy_hosts))
     held = {}
     if servers is not None:
