@@ -176,6 +176,14 @@ class EmbeddedPlacement(object):
         """
         return not self._bulk
 
+    def state(self, traits, trait_prefixes=()):
+        """The planning :class:`State`, from the tables.
+
+        :func:`snapshot_db.state`; needs :attr:`writes_tables`.
+        """
+        with self.client.lock:
+            return snapshot_db.state(self.engine, traits, trait_prefixes)
+
     def allocations(self, uuids):
         """``{rp uuid: {consumer: {rc: used}}}`` of ``uuids``.
 

@@ -99,14 +99,19 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
     :param servers: optional Nova server list for the allocation reads
         (see :func:`load_gpu_allocations`).
     :param tables: an entered ``EmbeddedPlacement`` whose tables the
-        allocations are read from in one query (``--snapshot``), or None.
+        providers, their traits and the allocations are read from in a
+        few queries (``--snapshot``), or None.
     :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
     """
-    current = state_mod.read(
-        client, planner.traits_to_query(desired_hosts, members),
-        trait_prefixes=[naming.MARKER_PREFIX], version=pc.WRITE_VERSION)
+    traits = planner.traits_to_query(desired_hosts, members)
+    if tables is not None:
+        current = tables.state(traits, trait_prefixes=[naming.MARKER_PREFIX])
+    else:
+        current = state_mod.read(client, traits,
+                                 trait_prefixes=[naming.MARKER_PREFIX],
+                                 version=pc.WRITE_VERSION)
     if more_hosts is not None:
         desired_hosts = desired_hosts + more_hosts(
             current, {h.name for h in desired_hosts})
