@@ -32,7 +32,9 @@ from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import snapshot
+from nvlink_placement.plan import bulk
 from nvlink_placement.plan import desired
+from nvlink_placement.plan import executor
 from nvlink_placement.plan import run
 from nvlink_placement.topology import loader
 from tests import cloud_corpus
@@ -181,3 +183,54 @@ class TestOfflineApplyEqualsRest(base.BaseTestCase):
             document = snapshot.read_file(os.path.join(fbase.EXAMPLES,
                                                        snapshot_file))
             self.compare(topology, document, snapshot_file)
+
+
+class TestRefusedWrites(base.BaseTestCase):
+    """A write Placement refuses stops its host at the same action."""
+
+    def test_group_with_a_child_is_not_deleted(self):
+        topology = loader.load(fbase.H100_TOPOLOGY)
+        desired_hosts = [desired.from_topology(h)
+                         for h in topology.hosts.values()]
+        with embedded.EmbeddedPlacement(
+                snapshot.read_file(fbase.H100_SNAPSHOT)) as client:
+            self.assertEqual([], run.run(client, desired_hosts).failures)
+            reshaped = client.placement.export()
+        flat = [desired.flat(h.name) for h in desired_hosts]
+        group = next(rp['uuid'] for rp in reshaped['resource_providers']
+                     if rp['name'] == 'compute-01_nvlink-group-of-2-a')
+
+        def flatten(offline):
+            with embedded.EmbeddedPlacement(reshaped) as client:
+                tables = client.placement if offline else None
+                current, plan = run.read_and_plan(client, flat,
+                                                  tables=tables)
+                # Written after the plan: Placement refuses to delete a
+                # provider with a child.
+                client.request('POST', '/resource_providers', body={
+                    'name': 'intruder', 'parent_provider_uuid': group},
+                    version='1.20')
+                if offline:
+                    failures = bulk.apply(client.placement, plan.actions,
+                                          current)
+                else:
+                    failures = executor.apply(client, plan.actions, current)
+                names = {rp['uuid']: rp['name'] for rp in client.get(
+                    '/resource_providers',
+                    version='1.14')['resource_providers']}
+                exported = client.placement.export()
+                return ([(f.host, f.done) for f in failures],
+                        sorted((rp['name'], names.get(
+                            rp['parent_provider_uuid']))
+                            for rp in exported['resource_providers']),
+                        [f.error for f in failures])
+        rest, fast = flatten(False), flatten(True)
+        self.assertEqual(rest[:2], fast[:2])
+        # compute-01 stopped at the group's deletion, compute-02 went on.
+        self.assertEqual('compute-01', rest[0][0][0])
+        self.assertEqual(1, len(rest[0]))
+        self.assertIn(('intruder', 'compute-01_nvlink-group-of-2-a'),
+                      fast[1])
+        self.assertNotIn('compute-02_nvlink-group-of-8-a',
+                         [name for name, _ in fast[1]])
+        self.assertIn('child', fast[2][0])
