@@ -69,8 +69,10 @@ def add_apply_arguments(parser):
     parser.add_argument('--workers', type=usage.positive_int,
                         default=DEFAULT_WORKERS,
                         metavar='N',
-                        help='Hosts applied in parallel (default %d).'
-                             % DEFAULT_WORKERS)
+                        help='Hosts applied in parallel (default %d; '
+                             'with --snapshot the whole plan is written '
+                             'to the embedded Placement\'s tables in one '
+                             'transaction instead).' % DEFAULT_WORKERS)
     offline.add_placement_arguments(parser, exclusive=exclusive)
     live.add_retry_arguments(parser)
 
