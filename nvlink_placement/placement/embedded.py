@@ -13,8 +13,10 @@ eventlet: a scheduler round trip per query on a busy machine).
 
 Snapshots are bulk-loaded into Placement's tables
 (:mod:`nvlink_placement.placement.snapshot_db`) and exported the same
-way; for a schema revision that module does not know, both go through the
-API instead, with a warning.
+way, and the offline ``check`` and ``reshape`` read and write them
+directly (:meth:`EmbeddedPlacement.state`, :meth:`allocations`,
+:mod:`nvlink_placement.plan.bulk`); for a schema revision that module
+does not know, all of it goes through the API instead, with a warning.
 
 The wide-tree settings from DESIGN.md section 5 are on, so allocation
 candidate queries over many identical GPUs cannot hang the tool:

@@ -7,7 +7,11 @@ handful of multi-row ``INSERT`` statements on the tables of
 ``openstack-placement`` (``placement/db/sqlalchemy/models.py``), and read
 back with a handful of ``SELECT`` statements in the exact form of the API
 export (:mod:`nvlink_placement.placement.snapshot`). The result is a real
-Placement database: every command then talks to it through the API.
+Placement database: commands talk to it through the API, except that
+``check`` and ``reshape`` read their planning state and the GPUs'
+allocations here (:func:`state`, :func:`allocations`: what the API
+answers, in a few queries) and ``reshape`` writes its plan with
+:mod:`nvlink_placement.plan.bulk`.
 
 Placement's rules are kept by checking the document first
 (:func:`nvlink_placement.placement.snapshot.validate`) and by writing rows
