@@ -44,6 +44,7 @@ the REST path's.
 
 import datetime
 import itertools
+import logging
 import uuid as uuid_mod
 
 import sqlalchemy as sa
@@ -51,6 +52,8 @@ import sqlalchemy as sa
 from nvlink_placement import errors
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import executor
+
+LOG = logging.getLogger(__name__)
 
 
 def apply(placement, actions, state, on_action=None, on_host=None,
@@ -99,7 +102,8 @@ def apply(placement, actions, state, on_action=None, on_host=None,
             if failure is not None:
                 failures.append(failure)
             on_host(host, failure)
-        tables.write()
+        LOG.info('wrote the plan to the embedded Placement\'s tables in one '
+                 'transaction: %s', tables.write())
     return failures
 
 
@@ -276,6 +280,7 @@ class _Tables(object):
     # -- the difference, written ------------------------------------------
 
     def write(self):
+        """Write what changed; a line saying how much."""
         m = self.m
         conn = self.conn
         now = datetime.datetime.now(datetime.timezone.utc).replace(
@@ -352,6 +357,10 @@ class _Tables(object):
                 inv.c.resource_class_id == sa.bindparam('_rc'))).values(
                 reserved=sa.bindparam('reserved'),
                 updated_at=sa.bindparam('now')), reserved)
+        return ('%d providers created, %d changed, %d deleted; traits %d '
+                'added, %d removed; %d inventories changed'
+                % (len(created), len(changed), len(gone), len(traits_added),
+                   len(traits_removed), len(reserved)))
 
 
 def _chunks(ids, size=500):

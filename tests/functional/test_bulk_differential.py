@@ -23,8 +23,10 @@ providers with nested members, consumers of every type, split instances,
 GPUs reserved by Nova and unhealthy ones) and the example snapshots.
 """
 
+import json
 import os
 
+import fixtures
 from oslotest import base
 
 from nvlink_placement.flavors import generate
@@ -39,6 +41,7 @@ from nvlink_placement.plan import run
 from nvlink_placement.topology import loader
 from tests import cloud_corpus
 from tests.functional import base as fbase
+from tests.functional import cli
 
 SEEDS = (1, 2)
 HOSTS = 13              # one of each variant, and a few flat ones
@@ -234,3 +237,34 @@ class TestRefusedWrites(base.BaseTestCase):
         self.assertNotIn('compute-02_nvlink-group-of-8-a',
                          [name for name, _ in fast[1]])
         self.assertIn('child', fast[2][0])
+
+
+class TestCommandLine(base.BaseTestCase):
+    """``reshape --snapshot --save-snapshot`` takes the offline path."""
+
+    def test_saved_snapshot_is_the_rest_paths(self):
+        topology = loader.load(fbase.H100_TOPOLOGY)
+        document = snapshot.read_file(fbase.H100_SNAPSHOT)
+        with embedded.EmbeddedPlacement(document) as client:
+            run.run(client, [desired.from_topology(h)
+                             for h in topology.hosts.values()],
+                    allocations=run.CHANGED_HOSTS)
+            rest = client.placement.export()
+        out = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                           'reshaped.json')
+        result = cli.run(self, '-v', 'nvlink', 'reshape', '--topology',
+                         fbase.H100_TOPOLOGY, '--snapshot',
+                         fbase.H100_SNAPSHOT, '--save-snapshot', out)
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn("wrote the plan to the embedded Placement's tables in "
+                      "one transaction: 12 providers created", result.stderr)
+        with open(out) as f:
+            saved = json.load(f)
+
+        def by_name(doc):
+            names = {rp['uuid']: rp['name']
+                     for rp in doc['resource_providers']}
+            return [dict(rp, uuid=rp['name'], parent_provider_uuid=names.get(
+                rp['parent_provider_uuid'])) for rp in
+                doc['resource_providers']], doc['allocations']
+        self.assertEqual(by_name(rest), by_name(saved))
