@@ -42,6 +42,7 @@ the REST path gives with ``--workers 1``.
 the REST path's.
 """
 
+import collections
 import datetime
 import itertools
 import logging
@@ -56,8 +57,7 @@ from nvlink_placement.plan import executor
 LOG = logging.getLogger(__name__)
 
 
-def apply(placement, actions, state, on_action=None, on_host=None,
-          new_uuid=None):
+def apply(placement, actions, state, on_action=None, on_host=None):
     """Apply ``actions`` to the tables of ``placement``.
 
     :param placement: an entered
@@ -68,14 +68,10 @@ def apply(placement, actions, state, on_action=None, on_host=None,
     :param state: the :class:`State` the plan was made from (for uuids).
     :param on_action: callable(action) after each applied action.
     :param on_host: callable(host, failure or None) when a host is done.
-    :param new_uuid: callable() giving the uuid of a new provider
-        (default: :func:`uuid.uuid4`, as the executor).
     :returns: list of :class:`executor.HostFailure`.
-    :raises NvlinkError: a trait cannot be created (nothing is written).
     """
     on_action = on_action or (lambda action: None)
     on_host = on_host or (lambda host, failure: None)
-    new_uuid = new_uuid or (lambda: str(uuid_mod.uuid4()))
     from placement.db.sqlalchemy import models
     with placement.client.lock, placement.engine.begin() as conn:
         tables = _Tables(conn, models)
@@ -88,7 +84,8 @@ def apply(placement, actions, state, on_action=None, on_host=None,
         host_actions = [a for a in actions if a.action != act.CREATE_TRAIT]
         for host, items in itertools.groupby(host_actions,
                                              key=lambda a: a.host):
-            runner = _HostRunner(tables, dict(uuids), new_uuid)
+            # Names a host creates are its own (the executor's copy).
+            runner = _HostRunner(tables, collections.ChainMap({}, uuids))
             done = 0
             failure = None
             for action in items:
@@ -137,6 +134,7 @@ class _Tables(object):
                 rp.root_provider_id, rp.generation)):
             self.by_id[row[0]] = _Provider(*row)
         self.by_uuid = {p.uuid: p for p in self.by_id.values()}
+        self.max_id = max(self.by_id, default=0)
         self.by_name = {p.name: p for p in self.by_id.values()}
         self.children = {}
         for p in self.by_id.values():
@@ -207,7 +205,9 @@ class _Tables(object):
                 'under another parent; the provider there is not the one '
                 'this tool meant to create' % (name, taken.uuid),
                 status=409)
-        new_id = max(self.by_id, default=0) + 1
+        # SQLite gives a new row the largest id in use plus one.
+        new_id = self.max_id + 1
+        self.max_id = new_id
         rp = _Provider(new_id, uuid, name, parent.id, parent.root_id, 0)
         self.by_id[new_id] = rp
         self.by_uuid[uuid] = rp
@@ -276,6 +276,8 @@ class _Tables(object):
         if rp.parent_id is not None:
             self.children[rp.parent_id].discard(rp.id)
         self.deleted.add(rp.id)
+        if rp.id == self.max_id:
+            self.max_id = max(self.by_id, default=0)
 
     # -- the difference, written ------------------------------------------
 
@@ -371,10 +373,9 @@ def _chunks(ids, size=500):
 class _HostRunner(object):
     """One host's actions on :class:`_Tables` (the executor's requests)."""
 
-    def __init__(self, tables, uuids, new_uuid):
+    def __init__(self, tables, uuids):
         self.tables = tables
         self.uuids = uuids
-        self.new_uuid = new_uuid
 
     def apply(self, action):
         getattr(self, '_' + action.action.replace('-', '_'))(action)
@@ -385,7 +386,7 @@ class _HostRunner(object):
         return self.uuids[name]
 
     def _create_provider(self, action):
-        rp = self.tables.create(self.new_uuid(), action.provider,
+        rp = self.tables.create(str(uuid_mod.uuid4()), action.provider,
                                 self._uuid(action.parent))
         self.uuids[action.provider] = rp.uuid
 
