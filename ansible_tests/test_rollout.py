@@ -86,7 +86,7 @@ class Rollout(base.BaseTestCase):
         host.update(vars)
         self.hosts[name] = host
 
-    def run_playbook(self, *options):
+    def run_playbook(self, *options, playbook=PLAYBOOK):
         inventory = os.path.join(self.tmp, 'inventory.yaml')
         with open(inventory, 'w') as f:
             yaml.safe_dump({'all': {
@@ -103,7 +103,7 @@ class Rollout(base.BaseTestCase):
                    ANSIBLE_RETRY_FILES_ENABLED='0',
                    ANSIBLE_CONFIG=config)
         result = subprocess.run(
-            [self.playbook, '-i', inventory, PLAYBOOK,
+            [self.playbook, '-i', inventory, playbook,
              # Relative: from where ansible-playbook runs (self.tmp).
              '-e', 'fragments_dir=fragments', '-e', 'topology=topology.yaml',
              '-e', 'nvlink_openstack=%s' % self.openstack] + list(options),

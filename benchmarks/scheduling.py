@@ -75,6 +75,7 @@ sys.path.insert(0, HERE)
 
 import reshape_scale  # noqa: E402
 
+from nvlink_placement.flavors import as_configured  # noqa: E402
 from nvlink_placement.flavors import generate  # noqa: E402
 from nvlink_placement.flavors import request as request_mod  # noqa: E402
 from nvlink_placement.flavors import verify  # noqa: E402
@@ -111,7 +112,7 @@ def build_states(n_max, args):
         negative: those of the run that wrote it).
     """
     topology = reshape_scale.topology_for(n_max)
-    flat = nova_tree.from_topology(topology, resource_class=RC)
+    flat = as_configured.from_topology(topology, resource_class=RC)
     cached = args.snapshots and os.path.join(
         args.snapshots, 'reshaped-%d.json' % n_max)
     if cached and os.path.exists(cached):

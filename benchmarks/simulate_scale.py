@@ -26,11 +26,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from nvlink_placement.flavors import as_configured  # noqa: E402
 from nvlink_placement.flavors import generate  # noqa: E402
 from nvlink_placement.flavors import release  # noqa: E402
 from nvlink_placement.flavors import request  # noqa: E402
 from nvlink_placement.placement import embedded  # noqa: E402
-from nvlink_placement.placement import nova_tree  # noqa: E402
 from nvlink_placement.simulate import engine  # noqa: E402
 from nvlink_placement.simulate import layouts  # noqa: E402
 from nvlink_placement.simulate import report  # noqa: E402
@@ -105,7 +105,7 @@ def main():
         list(engine.upstream_flavors({s: f for s, (f, _) in
                                       by_size.items()}, 'h100').values()),
         aliases, nova, load, 'bench')}
-    document = nova_tree.from_topology(topo, resource_class=RC)
+    document = as_configured.from_topology(topo, resource_class=RC)
     print('machine: %s, %d CPUs, Python %s; %d hosts, %d events'
           % (platform.processor() or platform.machine(), os.cpu_count(),
              platform.python_version(), args.hosts, args.events))

@@ -55,10 +55,12 @@ whitelist included, for each candidate (``support_requests``); that copy
 alone is 3 times slower with 9 entries than with 1.
 """
 
+import contextlib
 import json
 import os
 import re
 import sys
+from unittest import mock
 import urllib.parse
 
 import fixtures
@@ -76,7 +78,6 @@ from nvlink_placement.flavors import novaconfig
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.topology import loader
-from nvlink_placement.topology import members
 from tests.functional import cli
 from tests import novalike
 
@@ -88,6 +89,8 @@ VENDOR_ID, PRODUCT_ID = '10de', '2330'
 RC = 'CUSTOM_PCI_10DE_2330'
 BOARDS = {'compute-01': novalike.BOARD1, 'compute-02': novalike.BOARD2}
 DEVICE_SPEC = ('pci', 'device_spec')
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), 'etc', 'examples')
 # Nova 34's own traits on a PCI provider (pci_placement_translator).
 PCI_TRAITS = ('COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA')
 
@@ -106,7 +109,9 @@ def topology_document(hosts):
         host: {'board': 'hgx-h100-8gpu', 'gpus': {
             address: {'module_id': module, 'vendor_id': VENDOR_ID,
                       'device_id': PRODUCT_ID, 'numa_node': numa_node(module)}
-            for address, module in sorted(BOARDS[host].items())}}
+            # By module id: out of PCI order, as inspection may list them.
+            for address, module in sorted(BOARDS[host].items(),
+                                          key=lambda item: item[1])}}
         for host in hosts}}
 
 
@@ -168,16 +173,39 @@ def generic_device_spec():
 
 
 def member_traits(hosts=tuple(BOARDS)):
-    """Each GPU provider's member traits, from the topology.
+    """Each GPU provider's member traits, as Nova 34 derives them.
 
-    :returns: dict Nova PCI RP name -> sorted tuple of its member traits
-        (:func:`nvlink_placement.topology.members.traits`).
+    From the ``[pci] device_spec`` entries ``nova-config`` prints for each
+    host (:func:`device_specs`), through Nova's own
+    ``nova.pci.whitelist.Whitelist`` (first matching entry) and
+    ``pci_placement_translator._get_traits_for_dev``; not from the code
+    that computes them.
+
+    :returns: dict Nova PCI RP name -> sorted tuple of its member traits.
     """
-    topology = loader.parse(topology_document(hosts), '<nova_tests>')
-    return {host.gpu_provider_name(address): traits
-            for host in topology.hosts.values()
-            for address, traits in members.traits(
-                host, topology.trait_prefix).items()}
+    from nova.compute import pci_placement_translator
+    from nova.pci import utils
+    from nova.pci import whitelist
+    found = {}
+    # Nova's own tests stub this sysfs read (no such device here); its
+    # functional framework has already.
+    stub = (contextlib.nullcontext()
+            if hasattr(utils.is_physical_function, 'assert_called') else
+            mock.patch.object(utils, 'is_physical_function',
+                              new=lambda *args: False))
+    with stub:
+        for host, specs in device_specs(hosts).items():
+            dev_filter = whitelist.Whitelist(specs)
+            for address in BOARDS[host]:
+                spec = dev_filter.device_assignable({
+                    'vendor_id': VENDOR_ID, 'product_id': PRODUCT_ID,
+                    'address': address, 'parent_addr': None,
+                    'dev_type': 'type-PCI'})
+                traits = pci_placement_translator._get_traits_for_dev(
+                    spec.tags) if spec else ()
+                found['%s_%s' % (host, address.upper())] = tuple(sorted(
+                    t for t in traits if t not in PCI_TRAITS))
+    return found
 
 
 def pci_traits(member=()):

@@ -9,6 +9,8 @@ so the marker is followed) and then Placement once per server of two GPUs
 or more; with ``--consumers placement`` it reads the compute node and
 every consumer there. Both find the same split servers, and those are the
 servers whose GPUs (read from Placement) share no pair of the topology.
+Servers of another alias (one FPGA each) account for no GPU: a
+migration's consumer on their host is still found.
 """
 
 import json
@@ -115,3 +117,76 @@ class TestCheckConsumers(base.NovaTestCase):
         result, split = self.cli_check('--consumers', 'placement')
         self.assertEqual((2, expected), (result.code, split), result.stderr)
         self.assertNotIn('consumers from the compute API', result.stderr)
+
+
+#: Another PCI passthrough device on the host: an FPGA (10ee:5000) with
+#: its own alias, as a NIC VF or another GPU model would have.
+FPGA = {'vendor_id': '10ee', 'product_id': '5000'}
+FPGA_ADDRESSES = ('0000:e1:00.0', '0000:e2:00.0')
+MIGRATION = 'c0c0c0c0-0000-4000-8000-000000000001'
+
+
+class TestOneDeviceServersOfAnotherAlias(base.NovaTestCase):
+    """1-device servers of another alias hide no GPU consumer.
+
+    Two servers with one FPGA each and, on the same host, a migration's
+    consumer (which Nova's server list does not name) holding GPUs of two
+    NVLink pairs. ``check --consumers nova``, ``auto`` and ``placement``
+    must all find that split.
+    """
+
+    PCI_ALIAS = base.NovaTestCase.PCI_ALIAS + [json.dumps(dict(
+        FPGA, name='fpga', device_type='type-PCI'))]
+
+    def setUp(self):
+        super().setUp()
+        self.device_spec[HOST] = self.device_spec[HOST] + [json.dumps(FPGA)]
+        info = base.pci_info(base.BOARDS[HOST])
+        for group, address in enumerate(FPGA_ADDRESSES):
+            _, bus, _ = address.split(':')
+            info.add_device(dev_type='PCI', bus=int(bus, 16), slot=0,
+                            function=0, iommu_group=60 + group, numa_node=0,
+                            vend_id=FPGA['vendor_id'],
+                            prod_id=FPGA['product_id'])
+        self.start_compute(hostname=HOST, pci_info=info)
+        flavor = self._create_flavor(
+            name='fpga.1x', vcpu=1, memory_mb=512, disk=1,
+            extra_spec={'pci_passthrough:alias': 'fpga:1'})
+        self.servers = [self._create_server(flavor_id=flavor, networks=[])
+                        for _ in FPGA_ADDRESSES]
+        self.reshape([HOST])
+        # The migration's consumer: modules 1 and 2, of pairs {1,3} and
+        # {2,4} (what the source host holds while a resize is confirmed).
+        names = {name: uuid for name, (uuid, _) in self.providers().items()}
+        by_module = {m: a for a, m in base.BOARDS[HOST].items()}
+        client = self.client()
+        client.request(
+            'PUT', '/allocations/%s' % MIGRATION, version='1.38',
+            expect=(204,), body={
+                'allocations': dict({
+                    names['%s_%s' % (HOST, by_module[m].upper())]: {
+                        'resources': {base.RC: 1}} for m in (1, 2)}, **{
+                    names[HOST]: {'resources': {'VCPU': 1,
+                                                'MEMORY_MB': 512}}}),
+                'project_id': self.api_fixture.admin_api.project_id,
+                'user_id': 'admin', 'consumer_generation': None,
+                'consumer_type': 'MIGRATION'})
+        self.use_cloud(CLOUD)
+
+    def test_every_source_finds_the_split(self):
+        fpga = {u for name, (u, _) in self.providers().items()
+                if name.split('_', 1)[-1].lower() in FPGA_ADDRESSES}
+        for server in self.servers:
+            held = self._get_allocations_by_server_uuid(server['id'])
+            self.assertEqual(1, len(fpga & set(held)), held)
+        for options in (('--consumers', 'nova'), (),
+                        ('--consumers', 'placement')):
+            result = base.cli.run(
+                self, '--os-cloud', CLOUD, 'nvlink', 'check', '--topology',
+                self.topology([HOST]), '-f', 'json', *options)
+            rows = json.loads(result.stdout) if result.stdout else []
+            self.assertEqual(
+                (2, [MIGRATION]),
+                (result.code, [r['detail'].split()[1] for r in rows
+                               if r['drift'] == 'split-allocation']),
+                (options, result.stderr))

@@ -23,7 +23,7 @@ import copy
 import os
 
 from nova_tests import base
-from nvlink_placement.placement import nova_tree
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.topology import loader
@@ -68,7 +68,7 @@ class TestComputeWrites(base.NovaTestCase):
              'OWNER_NOVA'], self.traits('compute-01_0000:4C:00.0'))
         # Every PCI provider: Nova's traits and its host's member traits,
         # as ``snapshot --from-topology`` models them.
-        modelled = nova_tree.from_topology(
+        modelled = as_configured.from_topology(
             loader.load(self.topology(list(base.BOARDS))),
             resource_class=base.RC)
         self.assertEqual(

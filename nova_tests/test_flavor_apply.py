@@ -97,8 +97,41 @@ class TestFlavorApply(base.NovaTestCase):
                           'hw:numa_nodes': '1'}),
             self.nova_flavors()['nvl.h100.8'])
 
+    def test_member_trait_flavors_wait_for_nova_to_report_them(self):
+        # Rollout order: no nova-compute reports member traits yet.
+        before = self.nova_flavors()
+        code, rows, err = self.generate('--sizes', '1,2', '--dry-run')
+        self.assertEqual(1, code)
+        self.assertIn('gpu.h100.2x requires member traits no resource '
+                      'provider in Placement has yet: '
+                      'CUSTOM_PCI_GROUP2_MEMBER0, CUSTOM_PCI_GROUP2_MEMBER1',
+                      err)
+        self.assertIn('--skip-member-trait-check creates them anyway; '
+                      'nothing was written.', err)
+        self.assertNotIn('Traceback', err)
+        self.assertEqual(before, self.nova_flavors())
+        # The operator overrides it: a dry run lists the changes.
+        code, rows, err = self.generate('--sizes', '1,2', '--dry-run',
+                                        '--skip-member-trait-check')
+        self.assertEqual(0, code, err)
+        self.assertEqual({'gpu.h100.1x', 'gpu.h100.2x'},
+                         {r['flavor'] for r in rows})
+        # nova-compute started with nova-config's device_spec entries:
+        # Nova writes the member traits and the check passes.
+        self.start_board('compute-01')
+        code, rows, err = self.generate('--sizes', '1,2', '--dry-run')
+        self.assertEqual(0, code, err)
+        self.assertEqual({'gpu.h100.1x', 'gpu.h100.2x'},
+                         {r['flavor'] for r in rows})
+        self.assertEqual(before, self.nova_flavors())
+        # Upstream-dialect flavors need no member traits: no check.
+        self.assertEqual(0, self.generate('--dialect', 'upstream',
+                                          '--dry-run')[0])
+
     @series.upstream_only
     def test_named_alias_flavors_are_refused_and_nothing_stays(self):
+        # Nova reports the member traits (the rollout order is kept).
+        self.start_board('compute-01')
         before = self.nova_flavors()
         code, rows, err = self.generate('--sizes', '1,2')
         self.assertEqual(1, code)

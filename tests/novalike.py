@@ -11,16 +11,18 @@ named after the hypervisor hostname with VCPU, MEMORY_MB and DISK_GB and
 the traits of a Nova 34 node (OWNER_NOVA included); one child RP per PCI
 device named ``<hypervisor_hostname>_<ADDRESS upper>`` with ``{RC: total
 1, max_unit 1}`` and traits COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA, plus
-the member traits of ``nova-config``'s ``[pci] device_spec`` for a board
-map (:func:`member_traits`).
+the member traits Nova gives each GPU from the ``[pci] device_spec``
+entries ``nova-config`` prints for a board map, read back by
+:mod:`tests.novaspec` (:func:`member_traits`).
 """
 
+from nvlink_placement.flavors import novaconfig
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.topology import loader
-from nvlink_placement.topology import members
 from nvlink_placement.topology import pci
+from tests import novaspec
 
 GPU_RC = 'CUSTOM_PCI_10DE_2330'
 NODE_TRAITS = sorted(nova_tree.NODE_TRAITS)
@@ -43,15 +45,22 @@ H100 = 'hgx-h100-8gpu'
 def member_traits(addresses, board=H100):
     """The member traits Nova gives each GPU with nova-config's device_spec.
 
-    :param addresses: a board map (PCI address -> module id) of ``board``;
-        a list (no module ids) or ``board`` None gives none.
+    The ``--ini`` text ``nova-config`` prints for the host, read as Nova
+    reads it by :mod:`tests.novaspec` (first matching entry), not the
+    code that computes the traits.
+
+    :param addresses: a board map (PCI address -> module id) of ``board``,
+        in any order; a list (no module ids) or ``board`` None gives none.
     :returns: dict address -> tuple of traits.
     """
     if board is None or not isinstance(addresses, dict) or not addresses:
         return {}
     topology = loader.parse({'version': 1, 'hosts': {'h': {
         'board': board, 'gpus': dict(addresses)}}}, '<novalike>')
-    return members.traits(topology.hosts['h'], topology.trait_prefix)
+    text = novaconfig.to_ini(novaconfig.settings(
+        list(topology.hosts.values()), 'gpu', vendor_id='10de',
+        product_id='2330', trait_prefix=topology.trait_prefix))
+    return novaspec.member_traits(novaspec.ini_values(text), addresses)
 
 
 def _put_inventory(client, rp_uuid, generation, inventories):

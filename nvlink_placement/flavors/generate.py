@@ -281,10 +281,16 @@ def flavor_name(template, alias, size):
             % (template, exc))
 
 
-def judge_sizes(hosts, sizes=None, dialect=MOSK):
+def judge_sizes(hosts, sizes=None, dialect=MOSK, scope=None):
     """The flavor sizes ``hosts`` can serve, and what each is.
 
-    :param sizes: GPU counts asked for; None means :func:`default_sizes`.
+    :param sizes: GPU counts asked for; None means :func:`default_sizes`
+        of ``hosts``.
+    :param scope: every host the flavors' query can reach (the
+        topology's hosts with GPUs of the same class, ``hosts`` among
+        them); each size is classified on these (:func:`classify`), so a
+        size that is the whole of a selected host but a domain elsewhere
+        is no whole-host flavor. None: ``hosts``.
     :returns: ``(kinds, refused)``: dict size -> kind (:func:`classify`)
         in size order, and a list of ``(size, reason)`` for default sizes
         the dialect refuses.
@@ -295,7 +301,8 @@ def judge_sizes(hosts, sizes=None, dialect=MOSK):
     wanted = sorted(set(sizes)) if explicit else default_sizes(hosts)
     kinds, refused = {}, []
     for size in wanted:
-        kind, reason = classify(hosts, size, dialect)
+        kind, reason = classify(hosts if scope is None else scope, size,
+                                dialect)
         if kind is None:
             refused.append((size, reason))
         else:
@@ -310,7 +317,8 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
              trait_prefix=model.DEFAULT_TRAIT_PREFIX,
              name_template=DEFAULT_NAME_TEMPLATE,
              vcpus_per_gpu=DEFAULT_VCPUS_PER_GPU,
-             ram_per_gpu=DEFAULT_RAM_PER_GPU, disk=DEFAULT_DISK):
+             ram_per_gpu=DEFAULT_RAM_PER_GPU, disk=DEFAULT_DISK,
+             scope=None):
     """Flavor specs for ``alias`` on ``hosts``.
 
     :param hosts: list of :class:`nvlink_placement.topology.model.Host`
@@ -318,6 +326,8 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
     :param sizes: GPU counts; None means :func:`default_sizes`, from which
         sizes the dialect refuses are skipped (and reported) instead of
         failing.
+    :param scope: every host the query can reach, see
+        :func:`judge_sizes` (None: ``hosts``).
     :returns: :class:`Generated`.
     :raises NvlinkError: for an explicitly requested size that is refused
         (every refusal listed), a bad alias, name template or amount.
@@ -336,7 +346,7 @@ def generate(hosts, alias, sizes=None, dialect=MOSK,
         if value > MAX_AMOUNT:
             raise errors.NvlinkError('%s must be at most %d (Nova\'s limit '
                                      'for a flavor)' % (what, MAX_AMOUNT))
-    kinds, refused = judge_sizes(hosts, sizes, dialect)
+    kinds, refused = judge_sizes(hosts, sizes, dialect, scope)
     check_alias(alias, [s for s, k in kinds.items()
                         if k != SINGLE and dialect == MOSK])
     flavors, names = [], {}

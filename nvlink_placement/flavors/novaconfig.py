@@ -33,6 +33,15 @@ PLACEMENT = 'placement-api'
 FLAVOR = 'flavors of %d GPU(s)'
 EXTRA_SPECS = 'extra_specs'
 
+#: The services (program names) each service label stands for.
+SERVICE_NAMES = {
+    COMPUTE: ('nova-compute',),
+    ALIAS_SERVICES: ('nova-api', 'nova-compute'),
+    CONTROL: ('nova-api', 'nova-scheduler', 'nova-conductor'),
+    SCHEDULER: ('nova-scheduler',),
+    PLACEMENT: ('placement-api',),
+}
+
 # Nova's default [filter_scheduler] enabled_filters.
 NOVA_DEFAULT_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
                         'ImagePropertiesFilter',
@@ -40,7 +49,11 @@ NOVA_DEFAULT_FILTERS = ('ComputeFilter', 'ComputeCapabilitiesFilter',
                         'ServerGroupAffinityFilter')
 WIDE_HOST_GPUS = 8     # identical GPUs per host that make a tree "wide"
 WIDE_FLAVOR_GPUS = 4   # flavors asking more than this explode
-SHOWN = 10             # labels named in one reason
+SHOWN = 10             # labels named in one reason of a table
+EXCLUDING_REASON = (
+    'this GPU by address (with its member traits where it has any): the '
+    'host\'s topology excludes a GPU (vGPU or MIG in use), so it gets no '
+    'generic entry, which would match that GPU too')
 
 WIDE_REASON = (
     'host(s) %s have %d or more GPUs of one class and flavors ask up to %d: '
@@ -96,13 +109,18 @@ class Setting:
     """One configuration line and why.
 
     :ivar service: where it goes (``nova-compute``, ``placement-api``,
-        ``flavors of N GPU(s)`` for flavor extra specs ...).
+        ``flavors of N GPU(s)`` for flavor extra specs ...; a label of
+        :data:`SERVICE_NAMES`, or ``nova-compute (<host>, ...)``).
+    :ivar hosts: the host names a ``nova-compute (<host>, ...)`` row is
+        for, in topology order; empty for a row that is for every host of
+        its service.
     """
     service: str
     section: str
     option: str
     value: str
     reason: str
+    hosts: tuple = ()
 
 
 def device_ids(hosts, vendor_id=None, product_id=None):
@@ -148,37 +166,83 @@ def wide_hosts(hosts):
     return wide
 
 
-def member_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX):
-    """``[pci] device_spec`` entries carrying each GPU's member traits.
+def host_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX,
+               members=True):
+    """The ``[pci] device_spec`` entries of each host before any generic one.
 
-    One entry per usable GPU with member traits
-    (:mod:`nvlink_placement.topology.members`): ``spec`` plus its
-    ``address`` and ``traits`` (comma-separated; Nova keeps ``CUSTOM_``
-    names as written, ``pci_placement_translator.get_traits``). Nova uses
-    the first entry a device matches (``nova/pci/whitelist.py``
-    ``device_assignable``), so these go before the generic entry.
+    Nova uses the first entry a device matches (``nova/pci/whitelist.py``
+    ``Whitelist.device_assignable``), so these go before the generic
+    ``spec`` entry. Per usable GPU, by PCI address:
+
+    - with ``members``, a GPU with member traits
+      (:mod:`nvlink_placement.topology.members`): ``spec`` plus its
+      ``address`` and ``traits`` (comma-separated; Nova keeps ``CUSTOM_``
+      names as written, ``pci_placement_translator.get_traits``);
+    - on a host whose topology excludes a GPU (vGPU or MIG in use), every
+      other usable GPU too (``spec`` plus its ``address``): such a host
+      gets no generic entry, which would match the excluded GPU as well
+      (:func:`excluding`).
 
     :returns: list of ``(host names, [entry JSON, ...])``, hosts with the
         same entries (the same board wiring at the same addresses) merged,
-        in topology order.
+        in topology order; hosts without entries left out.
     """
     merged = collections.OrderedDict()
     for host in hosts:
-        traits = members_mod.traits(host, trait_prefix)
-        entries = tuple(
-            json.dumps(dict(spec, address=address,
-                            traits=','.join(traits[address])))
-            for address in sorted(traits, key=pci.address_sort_key)
-            if traits[address])
+        traits = (members_mod.traits(host, trait_prefix) if members
+                  else {})
+        plain = bool(excluding([host]))
+        entries = []
+        for address in sorted(host.usable(), key=pci.address_sort_key):
+            if traits.get(address):
+                entries.append(json.dumps(dict(
+                    spec, address=address,
+                    traits=','.join(traits[address]))))
+            elif plain:
+                entries.append(json.dumps(dict(spec, address=address)))
         if entries:
-            merged.setdefault(entries, []).append(host.name)
+            merged.setdefault(tuple(entries), []).append(host.name)
     return [(names, list(entries)) for entries, names in merged.items()]
+
+
+def excluding(hosts):
+    """Names of the hosts whose topology excludes a GPU, in order.
+
+    Such a host gets no generic ``device_spec`` entry: it would match the
+    excluded GPU (a GPU serving vGPU or MIG), Nova would report a provider
+    for it and a 1-GPU flavor could be given it.
+    """
+    return [h.name for h in hosts
+            if any(g.excluded for g in h.gpus.values())]
+
+
+def host_device_specs(rows, names):
+    """Each host's complete ``[pci] device_spec`` list from :func:`settings`.
+
+    :param names: the host names (topology order).
+    :returns: dict host name -> list of entry JSON texts, in the order
+        Nova must read them; a host without GPUs to pass through has an
+        empty list.
+    """
+    specs = {name: [] for name in names}
+    for row in rows:
+        if (row.section, row.option) != ('pci', 'device_spec'):
+            continue
+        for name in row.hosts or names:
+            if name in specs:
+                specs[name].append(row.value)
+    return specs
 
 
 def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
              resource_class=None, dialect=generate.MOSK,
-             trait_prefix=model.DEFAULT_TRAIT_PREFIX):
+             trait_prefix=model.DEFAULT_TRAIT_PREFIX, shown=None):
     """Everything to configure, as :class:`Setting` rows.
+
+    Each host's ``[pci] device_spec`` is the list of the ``device_spec``
+    rows whose :attr:`Setting.hosts` name it or are empty, in row order
+    (:func:`host_device_specs`): its per-GPU entries (:func:`host_specs`),
+    then the generic entry unless the host excludes a GPU.
 
     :param sizes: flavor sizes (default :func:`generate.default_sizes`),
         judged as ``flavor generate`` does (:func:`generate.judge_sizes`).
@@ -186,9 +250,12 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
         device_spec and alias; by default only a class from host
         inspection that differs from ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``.
     :param dialect: :data:`generate.MOSK` adds the per-GPU device_spec
-        entries with member traits (:func:`member_specs`) and
+        entries with member traits (:func:`host_specs`) and
         ``allow_pci_traits_in_flavor``; :data:`generate.UPSTREAM` has no
         use for them.
+    :param shown: how many host names a service or reason names before
+        "and N more" (a table for people); None (default) names all, as
+        every machine-readable output must.
     """
     generate.check_alias(alias)
     kinds = generate.judge_sizes(hosts, sizes, dialect)[0]
@@ -210,19 +277,32 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     rows = []
     named = dialect == generate.MOSK and any(
         k != generate.SINGLE for k in kinds.values())
-    if named:
-        for names, entries in member_specs(hosts, spec, trait_prefix):
-            rows += [Setting(
-                COMPUTE_ON % _names(names), 'pci', 'device_spec', entry,
-                'member traits of this GPU (before the generic entry: Nova '
-                'uses the first that matches); the multi-GPU flavors '
-                'require them, and Nova rewrites a PCI provider\'s traits '
-                'from device_spec on every refresh')
-                for entry in entries]
+    excluded = excluding(hosts)
+    for names, entries in host_specs(hosts, spec, trait_prefix, named):
+        where = COMPUTE_ON % _names(names, shown)
+        rows += [Setting(
+            where, 'pci', 'device_spec', entry,
+            EXCLUDING_REASON if set(names) <= set(excluded) else
+            'member traits of this GPU (before the generic entry: Nova '
+            'uses the first that matches); the multi-GPU flavors '
+            'require them, and Nova rewrites a PCI provider\'s traits '
+            'from device_spec on every refresh', tuple(names))
+            for entry in entries]
+    generic_reason = ('the GPUs Nova may pass through; Placement resource '
+                      'class %s' % request.resource_class_name(
+                          rc, vendor, product))
+    if not excluded:
+        rows.append(Setting(COMPUTE, 'pci', 'device_spec', json.dumps(spec),
+                            generic_reason))
+    else:
+        rest = [h.name for h in hosts if h.name not in excluded]
+        if rest:
+            rows.append(Setting(
+                COMPUTE_ON % _names(rest, shown), 'pci', 'device_spec',
+                json.dumps(spec), generic_reason + '; not on %s, whose '
+                'topology excludes GPUs' % _names(excluded, shown),
+                tuple(rest)))
     rows += [
-        Setting(COMPUTE, 'pci', 'device_spec', json.dumps(spec),
-                'the GPUs Nova may pass through; Placement resource class '
-                '%s' % request.resource_class_name(rc, vendor, product)),
         Setting(COMPUTE, 'pci', 'report_in_placement', 'True',
                 'one resource provider per GPU (cannot be turned off again)'),
         Setting(ALIAS_SERVICES, 'pci', 'alias', json.dumps(alias_spec),
@@ -250,7 +330,8 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     gpus = sum(len(h.usable()) for h in hosts)
     placement = ()
     if wide and unnamed and max(unnamed) > WIDE_FLAVOR_GPUS:
-        reason = WIDE_REASON % (_names(wide), WIDE_HOST_GPUS, max(unnamed))
+        reason = WIDE_REASON % (_names(wide, shown), WIDE_HOST_GPUS,
+                                max(unnamed))
         placement = WIDE_SETTINGS
     elif gpus > MAX_PLACEMENT_RESULTS:
         # Reach only: the generation limit and order, not the workaround.
@@ -258,24 +339,27 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     rows += [Setting(PLACEMENT, section, option, value,
                      reason if i == 0 else why)
              for i, (section, option, value, why) in enumerate(placement)]
-    return rows + numa_advice(hosts, sizes)
+    return rows + numa_advice(hosts, sizes, shown)
 
 
-def _names(labels):
+def _names(labels, shown=SHOWN):
+    """``labels`` joined, the first ``shown`` only (None: all)."""
     labels = list(labels)
-    shown = ', '.join(labels[:SHOWN])
-    if len(labels) > SHOWN:
-        shown += ' and %d more' % (len(labels) - SHOWN)
-    return shown
+    if shown is None or len(labels) <= shown:
+        return ', '.join(labels)
+    return '%s and %d more' % (', '.join(labels[:shown]),
+                               len(labels) - shown)
 
 
-def numa_advice(hosts, sizes):
+def numa_advice(hosts, sizes, shown=None):
     """Flavor extra specs for NUMA, per size, from the GPUs' NUMA nodes.
 
     Only where host inspection recorded ``numa_node`` for the GPUs.
     A size whose domains each sit on one node gets ``hw:numa_nodes=1`` and
     ``hw:pci_numa_affinity_policy=required``; a size with domains over k
     nodes gets ``hw:numa_nodes=k`` and ``preferred``, naming them.
+
+    :param shown: as for :func:`settings`.
     """
     rows = []
     for size in sizes:
@@ -301,7 +385,7 @@ def numa_advice(hosts, sizes):
             unknown)
         if not known:
             continue
-        note = ('; NUMA node unknown for %s' % _names(unknown)
+        note = ('; NUMA node unknown for %s' % _names(unknown, shown)
                 if unknown else '')
         service = FLAVOR % size
         if spans:
@@ -309,7 +393,7 @@ def numa_advice(hosts, sizes):
                 Setting(service, EXTRA_SPECS, 'hw:numa_nodes', str(widest),
                         'domains span NUMA nodes: %s; one guest NUMA node '
                         'per host node keeps memory local%s'
-                        % (_names(spans), note)),
+                        % (_names(spans, shown), note)),
                 Setting(service, EXTRA_SPECS, 'hw:pci_numa_affinity_policy',
                         'preferred', 'prefer GPU-local CPUs but never '
                         'refuse a domain that spans nodes'),

@@ -486,6 +486,19 @@ def read_flavors(path):
     if isinstance(document, dict):
         document = [document]
     if not isinstance(document, list):
+        printed = None
+        if isinstance(document, str):
+            text = document.lstrip()
+            printed = ('openstack commands ("flavor generate '
+                       '--print-commands" output)'
+                       if text.startswith('openstack ') else
+                       'a table ("flavor generate" output without -f)'
+                       if text.startswith('+-') else None)
+        if printed:
+            raise errors.NvlinkError(
+                '%s: holds %s, not flavors: give --flavors what "openstack '
+                'nvlink flavor generate ... -f json" (or -f yaml) prints'
+                % (path, printed))
         raise errors.NvlinkError('%s: expected a flavor or a list of '
                                  'flavors, got %s'
                                  % (path, documents.kind(document)))

@@ -38,44 +38,64 @@ class Server:
         host: building, shelved offloaded).
     :ivar devices: PCI devices its flavor asks for, or None when not known
         (extra specs hidden by policy, a value this module cannot read).
+    :ivar aliases: tuple of the ``[pci] alias`` names its flavor asks
+        devices of (sorted), or None when not known. Which resource class
+        an alias gives is Nova's configuration, not in the server list:
+        ``check`` learns it from the allocations of a server of that alias.
+    :ivar flavor: its flavor's name (``original_name``), or None.
     """
     uuid: str
     node: object
     devices: object
+    aliases: object = None
+    flavor: object = None
 
 
-def pci_devices(extra_specs):
-    """PCI devices a flavor's ``pci_passthrough:alias`` asks for.
+def pci_aliases(extra_specs):
+    """PCI devices per alias a flavor's ``pci_passthrough:alias`` asks for.
 
     ``alias:count`` entries, comma separated (upstream), each optionally
     followed by ``:group`` (the named groups of the MOSK dialect).
 
     :param extra_specs: dict, or None when the API did not show them.
-    :returns: int (0 without the key), or None when ``extra_specs`` is
-        None or the value is not of that form.
+    :returns: dict alias name -> count (empty without the key), or None
+        when ``extra_specs`` is None or the value is not of that form.
     """
     if extra_specs is None:
         return None
     value = extra_specs.get(generate.ALIAS_KEY)
     if value is None:
-        return 0
-    total = 0
+        return {}
+    found = {}
     for entry in str(value).split(','):
         parts = entry.strip().split(':')
         if len(parts) not in (2, 3) or not parts[0] or \
                 not parts[1].strip().isdigit():
             return None
-        total += int(parts[1])
-    return total
+        found[parts[0]] = found.get(parts[0], 0) + int(parts[1])
+    return found
+
+
+def pci_devices(extra_specs):
+    """PCI devices a flavor asks for, all aliases together.
+
+    :returns: int (0 without the key), or None (see :func:`pci_aliases`).
+    """
+    found = pci_aliases(extra_specs)
+    return None if found is None else sum(found.values())
 
 
 def from_body(server):
     """A :class:`Server` from one entry of ``GET /servers/detail``."""
     flavor = server.get('flavor')
     specs = flavor.get('extra_specs') if isinstance(flavor, dict) else None
+    aliases = pci_aliases(specs)
     return Server(server['id'],
                   server.get('OS-EXT-SRV-ATTR:hypervisor_hostname'),
-                  pci_devices(specs))
+                  None if aliases is None else sum(aliases.values()),
+                  None if aliases is None else tuple(sorted(aliases)),
+                  flavor.get('original_name') if isinstance(flavor, dict)
+                  else None)
 
 
 def read(compute):

@@ -32,6 +32,7 @@ from nvlink_placement import errors
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import client as pc
+from nvlink_placement.placement import state as state_mod
 from nvlink_placement.topology import members as members_mod
 from nvlink_placement.topology import pci
 
@@ -61,6 +62,10 @@ class HostResult:
     :ivar free_domain: True when the host has a free domain of the size
         (every GPU free, with the member traits the flavor requires),
         whether or not a candidate offers it.
+    :ivar no_match: why the query cannot match any GPU of this topology
+        host (no compute node of its name, no provider of its GPUs, or
+        free GPUs none of which has the alias' class and traits); None
+        when it can. Such a host proves nothing.
     """
     host: str
     candidates: int = 0
@@ -68,6 +73,7 @@ class HostResult:
     invalid: dict = dataclasses.field(default_factory=dict)
     missing: dict = dataclasses.field(default_factory=dict)
     free_domain: bool = False
+    no_match: str = None
 
     @property
     def distinct(self):
@@ -88,12 +94,15 @@ class FlavorResult:
         order, then hosts outside the topology that got candidates.
     :ivar problems: messages that make the check fail.
     :ivar warnings: messages that do not.
+    :ivar no_match: True when the query matches no GPU of any host (a
+        resource class Placement does not know).
     """
     flavor: str
     query: str
     hosts: list
     problems: list
     warnings: list
+    no_match: bool = False
 
     @property
     def ok(self):
@@ -181,7 +190,7 @@ def _judge(host, size, rc, gpus, summaries, by_uuid):
 
 
 def check(request, hosts, body, providers, free, eligible, only=False,
-          configured=None):
+          configured=None, idle_gpus=None, others=()):
     """Judge an allocation candidates answer (pure).
 
     :param request: :class:`nvlink_placement.flavors.request.Request`.
@@ -200,6 +209,14 @@ def check(request, hosts, body, providers, free, eligible, only=False,
         (:func:`member_indexes`), ``(uuid, index)`` of each free GPU
         provider carrying member trait ``index``; None: not known.
         A free domain whose GPUs lack it is named as such.
+    :param idle_gpus: set of uuids of the GPU providers with a free unit
+        of any class (:func:`nvlink_placement.placement.state.free_gpus`), or
+        None when not known. A host with such GPUs of the topology none of
+        which is in ``free`` gets :attr:`HostResult.no_match`.
+    :param others: with ``only``, the topology's other hosts: their
+        candidates are judged too (a flavor chosen for some hosts reaches
+        every host with GPUs of its class), and only the invalid ones are
+        kept.
     :returns: :class:`FlavorResult`.
     """
     size, rc = request.size, request.alias.resource_class
@@ -211,18 +228,28 @@ def check(request, hosts, body, providers, free, eligible, only=False,
     by_name = {name: uuid for uuid, (name, _) in providers.items()}
     results = {h.name: HostResult(h.name) for h in hosts}
     topology = {h.name: h for h in hosts}
+    rest = {h.name: h for h in others if h.name not in topology}
     problems, warnings = [], []
     summaries = body.get('provider_summaries', {})
     for candidate in body.get('allocation_requests', []):
         allocations = candidate['allocations']
         roots = sorted({providers[u][1] for u in allocations})
         host_name = ','.join(providers[r][0] for r in roots)
+        gpus = sorted((u, a['resources'][rc]) for u, a in allocations.items()
+                      if rc in a['resources'])
         if only and len(roots) == 1 and host_name not in topology:
+            if host_name not in rest:
+                continue
+            key, reason = _judge(rest[host_name], size, rc, gpus,
+                                 summaries, providers)
+            if not reason:
+                continue
+            result = results.setdefault(host_name, HostResult(host_name))
+            result.candidates += 1
+            result.invalid[key] = reason + ' (a host not selected)'
             continue
         result = results.setdefault(host_name, HostResult(host_name))
         result.candidates += 1
-        gpus = sorted((u, a['resources'][rc]) for u, a in allocations.items()
-                      if rc in a['resources'])
         if len(roots) > 1:
             key = frozenset(providers[u][0] for u, _ in gpus)
             result.invalid[key] = 'spans hosts %s' % host_name
@@ -239,14 +266,14 @@ def check(request, hosts, body, providers, free, eligible, only=False,
     truncated = len(body.get('allocation_requests', [])) >= request.limit
     wanted = member_indexes(request)
     for host in hosts:
-        node = by_name.get(host.name)
-        if node is None:
-            warnings.append('%s: no compute node resource provider named %s '
-                            'in Placement' % (request.flavor, host.name))
+        result = results[host.name]
+        result.no_match = _no_match(request, host, by_name, free,
+                                    idle_gpus)
+        if result.no_match:
             continue
+        node = by_name.get(host.name)
         if eligible is not None and node not in eligible:
             continue
-        result = results[host.name]
         index = members_mod.indexes(host) if wanted else {}
 
         def free_of(addresses):
@@ -290,6 +317,39 @@ def check(request, hosts, body, providers, free, eligible, only=False,
                         list(results.values()), problems, warnings)
 
 
+def _no_match(request, host, by_name, free, idle):
+    """Why the query cannot match a GPU of ``host``, or None.
+
+    None too for a host whose GPUs are all in use: it has nothing to
+    offer, so 0 candidates there is the right answer.
+    """
+    if host.name not in by_name:
+        return ('no compute node resource provider named %s in Placement '
+                '(a snapshot or cloud of other hosts? give --host to '
+                'verify the topology hosts it has)' % host.name)
+    usable = host.usable()
+    uuids = [by_name.get(host.gpu_provider_name(a)) for a in usable]
+    if usable and not any(uuids):
+        return ('none of the %d GPUs of %s in the topology is a resource '
+                'provider in Placement (Nova names them %s; is [pci] '
+                'report_in_placement on?)' % (
+                    len(usable), host.name,
+                    host.gpu_provider_name(usable[0])))
+    if idle is None or any(u in free for u in uuids):
+        return None
+    idle_here = [u for u in uuids if u in idle]
+    if not idle_here:
+        return None
+    alias = request.alias
+    return ('the query matches none of the %d free GPUs of %s: none has a '
+            'free unit of resource class %s%s, which alias %s asks for '
+            '(a wrong --resource-class or --alias-config, or flavors of '
+            'another GPU model?)' % (
+                len(idle_here), host.name, alias.resource_class,
+                ' with trait(s) %s' % ','.join(alias.traits)
+                if alias.traits else '', alias.name))
+
+
 def _lacking(host, addresses, size, index, by_name, configured):
     """`` (GPU(s) ... lack their member trait ...)`` or ''."""
     if configured is None or not index:
@@ -320,6 +380,9 @@ def member_indexes(request):
 
 
 def _describe(flavor, result):
+    if result.no_match:
+        return ['%s on %s: no match, nothing proven: %s'
+                % (flavor, result.host, result.no_match)]
     out = []
     for key, reason in sorted(result.invalid.items(),
                               key=lambda kv: sorted(kv[0]))[:SHOWN_PER_HOST]:
@@ -362,7 +425,7 @@ def _listed(client, resources, required, listings=None):
     return found
 
 
-def verify(client, request, hosts, providers=None, only=False,
+def verify(client, request, hosts, providers=None, only=False, others=(),
            listings=None):
     """Run ``request`` and :func:`check` the answer.
 
@@ -375,7 +438,7 @@ def verify(client, request, hosts, providers=None, only=False,
 
     :param client: :class:`PlacementClient`.
     :param providers: from :func:`read_providers` (read when None).
-    :param only: see :func:`check`.
+    :param only: ``others``: see :func:`check`.
     :param listings: optional dict shared by the flavors of one run: a
         provider listing asked again (the free GPUs of an alias, the
         providers with the owner trait) is answered from it, not sent
@@ -405,6 +468,7 @@ def verify(client, request, hosts, providers=None, only=False,
         owners = (_listed(client, {}, ','.join(nova.root_required),
                           listings)
                   if nova.root_required else None)
+        idle_gpus = state_mod.free_gpus(client)
         wanted = set(member_indexes(request).values())
         configured = set() if wanted else None
         for trait, _, i in wanted:
@@ -416,7 +480,7 @@ def verify(client, request, hosts, providers=None, only=False,
             raise
         return _refused(request, hosts, exc)
     result = check(request, hosts, body, providers, free, eligible, only,
-                   configured)
+                   configured, idle_gpus, others)
     if owners is not None:
         result.problems.extend(_without_owner(request, hosts, providers,
                                               owners))
@@ -494,7 +558,8 @@ def _refused(request, hosts, exc):
                     'resource class and Nova\'s [pci] device_spec and '
                     'report_in_placement)' % request.alias.resource_class)
     return FlavorResult(request.flavor, request.display,
-                        [HostResult(h.name) for h in hosts], [message], [])
+                        [HostResult(h.name) for h in hosts], [message], [],
+                        no_match='No such resource class' in str(exc))
 
 
 def _unknown_traits(text):

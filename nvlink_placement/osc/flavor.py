@@ -1,8 +1,10 @@
 """``openstack nvlink flavor generate|verify`` and ``nvlink nova-config``."""
 
 import argparse
+import collections
 import dataclasses
 import logging
+import os
 import shlex
 
 from keystoneauth1 import exceptions as ks_exc
@@ -10,20 +12,29 @@ from openstack import exceptions as sdk_exc
 from osc_lib.cli import format_columns
 
 from nvlink_placement import errors
+from nvlink_placement import filetree
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import layouts
 from nvlink_placement.flavors import novaconfig
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
+from nvlink_placement.flavors import rollout
 from nvlink_placement.flavors import verify
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import snapshot as snapshot_cmd
 from nvlink_placement.osc import topology as topology_cmd
+from nvlink_placement.topology import passthrough
 from nvlink_placement.topology import pci
 
 LOG = logging.getLogger(__name__)
+#: The rows of ``nova-config --output-dir``.
+FILE_COLUMNS = ('file', 'layout', 'host', 'service', 'status')
+STALE = 'stale'
+STALE_NOTE = (' (a host the topology does not have; left as it is: remove '
+              'it and its host\'s entries by hand)')
 
 
 def _add_topology_arguments(parser):
@@ -57,6 +68,20 @@ def _hosts(app, parsed_args):
     return topology, topology_cmd.select_hosts(topology, parsed_args.host)
 
 
+def reach(topology, hosts):
+    """The topology's hosts a flavor for ``hosts`` can land on.
+
+    Those with a usable GPU of a class the GPUs of ``hosts`` have (GPUs
+    of unknown class are one class): the alias names the class, not the
+    hosts.
+    """
+    classes = {request.gpu_class(h.gpus[a]) for h in hosts
+               for a in h.usable()}
+    return [h for h in topology.hosts.values()
+            if any(request.gpu_class(h.gpus[a]) in classes
+                   for a in h.usable())]
+
+
 def _warn_wide(hosts, flavors):
     """Warn of flavors whose GPU groups carry no member traits.
 
@@ -84,6 +109,10 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     nova-config") and make each free domain one allocation candidate. The
     whole-host flavor carries the alias, member traits and policy; 1-GPU
     flavors only the alias. A size no NVLink group has is refused.
+    With --host, sizes are still judged on every topology host with GPUs
+    of the same class (the alias, not --host, decides where Nova looks): a
+    size that is the whole of a selected host but a domain of another is
+    a domain flavor.
     --dialect upstream refuses every size but 1 and the whole host:
     upstream Nova cannot name the request groups of an alias, and its
     whole-host flavor makes Placement enumerate GPU permutations.
@@ -91,6 +120,10 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     written) and sets extra specs at compute API microversion 2.86, where
     Nova validates them: upstream Nova refuses the named-alias flavors
     (HTTP 400) instead of storing flavors whose every boot fails.
+    --apply refuses flavors whose member traits no resource provider in
+    Placement has yet (nova-compute has not got nova-config's device_spec
+    entries): the rollout order is Nova entries, member traits seen by
+    check, reshape, flavors; --skip-member-trait-check overrides.
     The mosk dialect runs on MOSK's Nova, or on upstream Nova 34.0.0 with
     this project's nova-patches/ series; to check which Nova a cloud has,
     run --apply (it stops at the first named-alias flavor a Nova without
@@ -141,11 +174,21 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         parser.add_argument('--dry-run', action='store_true',
                             help='With --apply: list the changes, write '
                                  'nothing.')
+        parser.add_argument(
+            rollout.SKIP_OPTION, action='store_true',
+            help='With --apply: create flavors whose member traits no '
+                 'resource provider in Placement has yet. By default '
+                 '--apply refuses them (they would find no host): first '
+                 'give nova-compute the device_spec entries of nova-config '
+                 'and wait until check shows the member traits.')
         return parser
 
     def take_action(self, parsed_args):
         if parsed_args.dry_run and not parsed_args.apply:
             raise errors.UsageError('--dry-run goes with --apply')
+        if parsed_args.skip_member_trait_check and not parsed_args.apply:
+            raise errors.UsageError('%s goes with --apply'
+                                    % rollout.SKIP_OPTION)
         topology, hosts = _hosts(self.app, parsed_args)
         result = generate.generate(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
@@ -153,7 +196,8 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
             trait_prefix=topology.trait_prefix,
             name_template=parsed_args.name_template,
             vcpus_per_gpu=parsed_args.vcpus_per_gpu,
-            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk)
+            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk,
+            scope=reach(topology, hosts))
         for size, reason in result.skipped:
             LOG.warning('size %d not generated: %s', size, reason)
         for note in result.notes:
@@ -161,6 +205,11 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         _warn_wide(hosts, result.flavors)
         self.flavors = result.flavors
         if parsed_args.apply:
+            if not parsed_args.skip_member_trait_check:
+                missing = rollout.unreported(
+                    live.live_client(self.app, parsed_args), result.flavors)
+                if missing:
+                    raise rollout.refusal(missing)
             connection = live.authenticate(self.app).sdk_connection
             changes = compute.apply(connection, result.flavors,
                                     dry_run=parsed_args.dry_run)
@@ -222,9 +271,13 @@ class VerifyFlavors(commands.Lister):
     and exactly one NVLink domain of the flavor's size. Rows per flavor
     and host: candidates, distinct valid and invalid GPU sets, free
     domains no candidate offers, and status: "ok", "not reshaped" (the
-    query names a group trait Placement does not have yet), or "problem"
+    query names a group trait Placement does not have yet), "no-match"
+    (the query can match no GPU of the host, so nothing is proven: no
+    compute node of that name, no provider of its GPUs, or free GPUs none
+    of which has the alias' resource class and traits, as with a wrong
+    --resource-class or flavors of another GPU model), or "problem"
     (the messages on standard error say which). Exits 1 on any invalid
-    set, missing domain or problem, naming the GPUs and domains.
+    set, missing domain, no-match or problem, naming the GPUs and domains.
     """
 
     auth_required = False
@@ -302,7 +355,7 @@ class VerifyFlavors(commands.Lister):
             raise errors.UsageError('no flavors: give --flavors FILE (as '
                                     '"flavor generate -f json" prints '
                                     'them) or --flavor NAME')
-        _, hosts = _hosts(self.app, parsed_args)
+        topology, hosts = _hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
                    for f in request.read_flavors(path)]
         if parsed_args.flavor and flavors:
@@ -350,10 +403,11 @@ class VerifyFlavors(commands.Lister):
             for query in queries:
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
                          query.display)
-                results.append(verify.verify(client, query, hosts,
-                                             providers,
-                                             only=bool(parsed_args.host),
-                                             listings=listings))
+                results.append(verify.verify(
+                    client, query, hosts, providers,
+                    only=bool(parsed_args.host),
+                    others=list(topology.hosts.values()),
+                    listings=listings))
         for result in results:
             self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:
@@ -392,6 +446,9 @@ class VerifyFlavors(commands.Lister):
 
 def _status(result, row):
     """The status column of one ``flavor verify`` row."""
+    host = next((h for h in result.hosts if h.host == row[1]), None)
+    if result.no_match or (host is not None and host.no_match):
+        return 'no-match'
     if any('the tree is not reshaped' in p for p in result.problems):
         return 'not reshaped'
     if any('member traits this flavor requires' in p or 'lack their '
@@ -437,7 +494,14 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     1000 candidates come from every host; and,
     with NUMA data from host inspection, per-size hw:numa_nodes /
     hw:pci_numa_affinity_policy advice naming the domains that span NUMA
-    nodes. --ini prints ready-to-paste config fragments. The settings are
+    nodes. A host whose topology excludes a GPU (vGPU, MIG) gets no generic
+    device_spec entry, only its usable GPUs by address; a GPU Nova cannot
+    pass through (PCI domain above 0xffff) is refused unless excluded. The
+    table shortens host lists to 10 names; -f json|yaml|csv|value and --ini
+    name every host. --ini prints ready-to-paste config fragments;
+    --output-dir DIR --layout kolla|openstack-ansible|config-dir writes
+    the files of a deployment tool, each host's complete device_spec list
+    in the order Nova needs after that tool's merge. The settings are
     upstream Nova 34's; the mosk-dialect flavors also need Nova's named
     PCI alias groups (MOSK, or upstream Nova 34.0.0 with this project's
     nova-patches/ series, whose [filter_scheduler]
@@ -476,21 +540,85 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
                             help='Add the reason column to the table: why '
                                  'each setting (or -c reason; other formats '
                                  'always have it).')
+        parser.add_argument('--output-dir', metavar='DIR',
+                            help='Write the files a deployment tool reads '
+                                 'under DIR (created if its parent exists) '
+                                 'instead of printing rows; needs --layout. '
+                                 'Each compute host gets its complete [pci] '
+                                 'device_spec list in the order Nova needs '
+                                 'for that tool\'s merge. Files whose text '
+                                 'is unchanged are not rewritten; each file '
+                                 'is named on standard error as written or '
+                                 'unchanged, and -f json|yaml|csv|value '
+                                 'lists them on standard output (file, '
+                                 'layout, host, service, status).')
+        parser.add_argument('--layout', choices=layouts.LAYOUTS,
+                            help='With --output-dir: kolla (DIR/nova/<host>/'
+                                 'nova.conf and DIR/nova/<service>.conf for '
+                                 '/etc/kolla/config), openstack-ansible '
+                                 '(DIR/host_vars/<host>.yml and DIR/'
+                                 'group_vars/<group>.yml with '
+                                 'nova_nova_conf_overrides) or config-dir '
+                                 '(DIR/hosts/<host>/nova-compute.conf.d/'
+                                 '%s for /etc/nova/nova-compute.conf.d/, and '
+                                 'DIR/services/<service>.conf.d/).'
+                                 % layouts.FRAGMENT)
         return parser
+
+    def run(self, parsed_args):
+        self.list_files = (parsed_args.formatter is not None or
+                           bool(parsed_args.columns))
+        if parsed_args.output_dir and parsed_args.ini:
+            self._usage_parser.error('--ini prints config fragments; '
+                                     '--output-dir writes files: give one')
+        if bool(parsed_args.output_dir) != bool(parsed_args.layout):
+            self._usage_parser.error('--output-dir DIR and --layout LAYOUT '
+                                     'go together: give both or neither')
+        return super().run(parsed_args)
 
     def take_action(self, parsed_args):
         topology, hosts = _hosts(self.app, parsed_args)
+        passthrough.check(hosts, topology.source)
+        table = parsed_args.formatter == 'table' and not (
+            parsed_args.ini or parsed_args.output_dir)
         self.settings = novaconfig.settings(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             vendor_id=parsed_args.vendor_id,
             product_id=parsed_args.product_id,
             resource_class=parsed_args.resource_class,
-            dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix)
+            dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix,
+            shown=novaconfig.SHOWN if table else None)
+        if parsed_args.output_dir:
+            return self._write(parsed_args, [h.name for h in hosts])
         return _long_columns(parsed_args, 'reason', novaconfig.COLUMNS, [
             (s.service, s.section, s.option, s.value, s.reason)
             for s in self.settings])
 
+    def _write(self, parsed_args, names):
+        planned = layouts.files(self.settings, names, parsed_args.layout)
+        done = filetree.write(parsed_args.output_dir, collections.OrderedDict(
+            (path, text) for path, (_, _, text) in planned.items()))
+        rows = [(path, parsed_args.layout, host, kind if kind != 'host'
+                 else 'nova-compute', status)
+                for (path, status), (kind, host, _) in zip(
+                    done, planned.values())]
+        if not parsed_args.host:
+            # A host file of a host the topology no longer has: named, kept.
+            for relative in filetree.existing(parsed_args.output_dir):
+                host = layouts.host_of(parsed_args.layout, relative)
+                if host and relative not in planned:
+                    rows.append((os.path.join(parsed_args.output_dir,
+                                              *relative.split('/')),
+                                 parsed_args.layout, host, 'nova-compute',
+                                 STALE))
+        for row in rows:
+            self.app.stderr.write('%s: %s%s\n' % (
+                row[4], row[0], STALE_NOTE if row[4] == STALE else ''))
+        return FILE_COLUMNS, rows
+
     def produce_output(self, parsed_args, column_names, data):
+        if parsed_args.output_dir and not self.list_files:
+            return 0
         if not parsed_args.ini:
             return super().produce_output(parsed_args, column_names, data)
         self.app.stdout.write(novaconfig.to_ini(self.settings))

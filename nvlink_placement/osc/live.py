@@ -53,6 +53,15 @@ def authenticate(app, what='cloud', hint=None):
             'no %s credentials (%s): set OS_CLOUD (clouds.yaml) or '
             '--os-auth-url and the other --os-* options%s' % (
                 what, detail, '; ' + hint if hint else ''))
+    except TypeError as exc:
+        # keystoneauth's plugin refuses an option of another auth type,
+        # e.g. OS_TOKEN left exported with --os-auth-type none.
+        raise errors.NvlinkError(
+            'the %s credentials mix auth types: %s does not take an option '
+            'given in OS_* variables or --os-* options (%s); unset it'
+            % (what, '--os-auth-type %s' % app.options.auth_type
+               if getattr(app.options, 'auth_type', None)
+               else 'the auth type', one_line(exc)))
     return manager
 
 

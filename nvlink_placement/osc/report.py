@@ -29,6 +29,10 @@ def _read(client, hosts, prefix):
                            trait_prefixes=[prefix,
                                            naming.MARKER_PREFIX])
     roots = state.select_roots(hosts)
+    if not roots:
+        LOG.warning('no GPU compute nodes in Placement (no tree holds a '
+                    'Nova PCI provider, trait %s): nothing to show',
+                    naming.PCI_TRAIT)
     return state, roots, usage.read(client, state, roots)
 
 
@@ -105,6 +109,11 @@ class Capacity(commands.Lister):
             row + ((total if row[0] == 'total' else NOT_RESHAPED
                     if row[0] in flat else RESHAPED),)
             for row in capacity.rows(hosts)]
+
+    def produce_output(self, parsed_args, column_names, data):
+        if not data and parsed_args.formatter == 'table':
+            return 0    # no blank line: the warning said why
+        return super().produce_output(parsed_args, column_names, data)
 
 
 class _Blank(columns.FormattableColumn):

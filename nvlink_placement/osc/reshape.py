@@ -20,6 +20,7 @@ from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
 from nvlink_placement.plan import repair
 from nvlink_placement.plan import run
+from nvlink_placement.report import capacity
 from nvlink_placement.report import metrics
 from nvlink_placement import textfile
 from nvlink_placement.topology import pci
@@ -34,14 +35,16 @@ CONSUMER_SOURCES = (AUTO, NOVA, PLACEMENT)
 def desired_hosts(app, parsed_args, health=True):
     """The selected hosts' desired trees, and every topology host name.
 
-    :returns: ``(list of DesiredHost, frozenset of names)``; the names are
-        those of the whole topology, whatever ``--host`` selects.
+    :returns: ``(list of DesiredHost, frozenset of names, trait prefix)``;
+        the names are those of the whole topology, whatever ``--host``
+        selects.
     """
     topology = topology_cmd.load_topology(app, parsed_args.topology)
     hosts = topology_cmd.select_hosts(topology, parsed_args.host)
     return ([desired.from_topology(h, health=health,
                                    trait_prefix=topology.trait_prefix)
-             for h in hosts], frozenset(topology.hosts))
+             for h in hosts], frozenset(topology.hosts),
+            topology.trait_prefix)
 
 
 HOST_HELP = ('Only this compute host (repeatable; default: every host of '
@@ -200,8 +203,8 @@ class Reshape(_PlanCommand):
         return parser
 
     def take_action(self, parsed_args):
-        hosts, _ = desired_hosts(self.app, parsed_args,
-                                 health=not parsed_args.no_health)
+        hosts, _, _ = desired_hosts(self.app, parsed_args,
+                                    health=not parsed_args.no_health)
         return self.apply(parsed_args, hosts,
                           allocations=run.CHANGED_HOSTS)
 
@@ -256,7 +259,7 @@ NO_CATALOG = ('admin_token', 'token_endpoint', 'none', 'noauth',
               'http_basic')
 
 
-def _has_compute_endpoint(config):
+def has_compute_endpoint(config):
     """Whether an openstacksdk ``CloudRegion`` can name a compute API."""
     return bool(config.get_endpoint('compute')) or \
         config.config.get('auth_type') not in NO_CATALOG
@@ -312,8 +315,11 @@ class Check(_PlanCommand):
                  'atomically (node exporter textfile collector; PATH ends '
                  'in .prom): drift rows per kind and per host, hosts '
                  'checked and in sync, success, duration and the time of '
-                 'the last successful check. Written on error too (success '
-                 '0, the earlier last-success time kept).')
+                 'the last successful check, and capacity per resource '
+                 'class and instance size (free domains, free and stranded '
+                 'GPUs, split instances; no extra read per host). Written '
+                 'on error too (success 0, the earlier last-success time '
+                 'kept).')
         offline.add_placement_arguments(parser, save=False)
         live.add_retry_arguments(parser)
         return parser
@@ -341,7 +347,7 @@ class Check(_PlanCommand):
         return act.CHECK_COLUMNS, rows
 
     def check(self, parsed_args, found):
-        hosts, topology_names = desired_hosts(
+        hosts, topology_names, prefix = desired_hosts(
             self.app, parsed_args, health=not parsed_args.no_health)
         names = {h.name for h in hosts}
 
@@ -359,7 +365,9 @@ class Check(_PlanCommand):
             result = run.run(client, hosts, apply=False,
                              more_hosts=outside if parsed_args.all else None,
                              allocations=run.ALL_HOSTS, members=True,
-                             servers=servers, tables=offline.tables(client))
+                             servers=servers,
+                             free=bool(parsed_args.prometheus_textfile),
+                             tables=offline.tables(client))
             report_retries(client)
         context = repair.Context(
             os.path.abspath(parsed_args.topology), topology_names,
@@ -373,6 +381,9 @@ class Check(_PlanCommand):
                       if parsed_args.snapshot else None))
         drift = result.actions + result.findings
         found['hosts'] = sorted(names | set(found.get('outside', ())))
+        if parsed_args.prometheus_textfile:
+            found['capacity'] = capacity.cloud(result.state, found['hosts'],
+                                               drift, prefix)
         # What an operator counts: a missing group is one drift, though it
         # takes two rows (create the provider, set its traits).
         found['rows'] = [(h, d) for h, d, _ in dict.fromkeys(
@@ -399,7 +410,7 @@ class Check(_PlanCommand):
             return None
         try:
             sdk = live.authenticate(self.app, 'compute API').sdk_connection
-            if source == AUTO and not _has_compute_endpoint(sdk.config):
+            if source == AUTO and not has_compute_endpoint(sdk.config):
                 LOG.info('consumers from Placement (no compute API: auth '
                          'type %s has no service catalog and no '
                          'compute_endpoint_override is set)',
@@ -437,7 +448,7 @@ class Check(_PlanCommand):
             success, time.monotonic() - started, last_success=last,
             rows=found.get('rows'), hosts=found.get('hosts'),
             not_in_topology=None if not_in_topology is None
-            else len(not_in_topology))
+            else len(not_in_topology), capacity=found.get('capacity'))
         try:
             textfile.write(path, text)
         except errors.NvlinkError as exc:

@@ -4,18 +4,24 @@ import json
 import logging
 import os
 
+from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as sdk_exc
+
 from nvlink_placement import errors
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
+from nvlink_placement.flavors import servers as servers_mod
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
+from nvlink_placement.osc import reshape as reshape_cmd
 from nvlink_placement.osc import topology as topology_cmd
-from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.simulate import defrag
+from nvlink_placement.simulate import defrag_search
 from nvlink_placement.simulate import engine
 from nvlink_placement.simulate import layouts as layouts_mod
 from nvlink_placement.simulate import report
@@ -100,7 +106,10 @@ class Simulate(commands.Lister):
                             help='Start from this Placement snapshot.')
         source.add_argument('--from-topology', action='store_true',
                             help='Start from the flat trees Nova reports for '
-                                 'the topology\'s hosts (empty hosts).')
+                                 'the topology\'s hosts (empty hosts). A '
+                                 'flag: the topology is --topology\'s file '
+                                 '(snapshot --from-topology takes the file '
+                                 'itself).')
         parser.add_argument('--layout', action='append',
                             choices=engine.LAYOUTS, default=[],
                             help='flat (upstream flavors on the flat tree) '
@@ -145,7 +154,7 @@ class Simulate(commands.Lister):
         if parsed_args.snapshot:
             document = snapshot.read_file(parsed_args.snapshot)
         else:
-            document = nova_tree.from_topology(
+            document = as_configured.from_topology(
                 topology, parsed_args.host,
                 resource_class=alias.resource_class)
         if parsed_args.save_state:
@@ -186,22 +195,32 @@ class Simulate(commands.Lister):
 
 
 class Defrag(commands.OwnOutput, commands.Lister):
-    """Advise the fewest cold migrations that free K NVLink domains of N GPUs.
+    """Advise the cold migrations that free K NVLink domains of N GPUs.
 
     Reads the current state (live, or --snapshot FILE): which servers
     (consumers) hold which GPUs. A cold migration frees all of a server's
     GPUs on its host, so a domain is freed by moving every server holding
-    one of its GPUs; the domains chosen need the fewest moves in all (a
-    server spanning two domains of its host moves once for both). Each
-    move's destination is checked against
-    Placement: the server's flavor (matched from --flavors by its
-    resources) must have an allocation candidate on that host, and the
-    GPUs Nova would give it there (the host's first candidate) must not
-    fall in a domain being freed or break another free one. Rows: the
-    moves in order, with the openstack server migrate command to run.
-    Nothing is run or written (--snapshot with --save-snapshot writes the
-    state after the moves, for review). Exits 1 when K domains cannot be
-    freed.
+    one of its GPUs (a server spanning two domains moves once for both).
+    A server's flavor is its flavor in Nova (live, when the compute API's
+    server list can be read) or the flavor of --flavors whose resources
+    its allocation shows (without DISK_GB: booted from a volume; PCPU for
+    VCPU: pinned); a server of no flavor there is not moved, and named.
+    Each move goes to another host where every allocation candidate Nova
+    may claim (openstack server migrate --host takes the first in
+    Placement's order, which is arbitrary) keeps out of the domains being
+    freed; no server moves twice. The plan has the fewest moves of all
+    such plans, proven by an exact search when it ends within
+    --search-steps steps (a few seconds; proving that K domains cannot be
+    freed is what takes long); past that, a heuristic plan, and a warning
+    says it is not proven the fewest. Plans that move servers holding no
+    GPU of the domains freed (to make room) are not considered. Every
+    move is checked again against Placement's own candidates as it is
+    applied to a copy of the state, and the N-GPU flavor's query must then
+    offer each freed domain.
+    Rows: the moves in order, with the openstack server migrate command to
+    run. Nothing is run or written (--snapshot with --save-snapshot writes
+    the state after the moves, for review). Exits 1 when K domains cannot
+    be freed.
     """
 
     auth_required = False
@@ -221,6 +240,12 @@ class Defrag(commands.OwnOutput, commands.Lister):
                                  'vCPUs, RAM and disk of the flavors file\'s '
                                  'flavor of each size, as simulate\'s flat '
                                  'layout.')
+        parser.add_argument('--search-steps', metavar='STEPS', type=int,
+                            default=defrag_search.SEARCH_STEPS,
+                            help='Moves the exact search may try before it '
+                                 'gives a heuristic plan, not proven the '
+                                 'fewest (default %d).'
+                                 % defrag_search.SEARCH_STEPS)
         parser.add_argument('--commands', action='store_true',
                             help='Print only the commands (not with -f or '
                                  '-c).')
@@ -235,6 +260,8 @@ class Defrag(commands.OwnOutput, commands.Lister):
     def take_action(self, parsed_args):
         if parsed_args.size < 1 or parsed_args.count < 1:
             raise errors.UsageError('--size and --count must be at least 1')
+        if parsed_args.search_steps < 1:
+            raise errors.UsageError('--search-steps must be at least 1')
         topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         flavors = request.read_flavors(parsed_args.flavors)
@@ -252,10 +279,12 @@ class Defrag(commands.OwnOutput, commands.Lister):
                 'proven with its query' % (
                     parsed_args.flavors, parsed_args.size, ', '.join(
                         str(q.size) for q in queries)))
+        plan = dict(limit=parsed_args.search_steps)
         if parsed_args.snapshot:
             with offline.placement(self.app, parsed_args) as client:
                 advice = defrag.advise(client, hosts, queries,
-                                       parsed_args.size, parsed_args.count)
+                                       parsed_args.size, parsed_args.count,
+                                       **plan)
         else:
             if parsed_args.save_snapshot:
                 raise errors.UsageError(
@@ -263,10 +292,12 @@ class Defrag(commands.OwnOutput, commands.Lister):
                     'never written)')
             cloud = live.live_client(self.app, parsed_args)
             document = snapshot_api.export(cloud, [h.name for h in hosts])
+            plan['nova_flavors'] = self.nova_flavors(parsed_args)
             from nvlink_placement.placement import embedded
             with embedded.EmbeddedPlacement(document) as client:
                 advice = defrag.advise(client, hosts, queries,
-                                       parsed_args.size, parsed_args.count)
+                                       parsed_args.size, parsed_args.count,
+                                       **plan)
         for line in advice.notes:
             LOG.warning('%s', line)
         if not advice.reached:
@@ -275,6 +306,33 @@ class Defrag(commands.OwnOutput, commands.Lister):
         self.app.stderr.write(advice.describe() + '\n')
         self.moves = advice.moves
         return defrag.COLUMNS, [m.row() for m in advice.moves]
+
+    def nova_flavors(self, parsed_args):
+        """Server uuid -> flavor name from the compute API, or None.
+
+        As ``check --consumers auto``: None (servers matched by their
+        resources) when the cloud names no compute API or its server list
+        cannot be read (-v says why).
+        """
+        try:
+            sdk = live.authenticate(self.app, 'compute API').sdk_connection
+            if not reshape_cmd.has_compute_endpoint(sdk.config):
+                LOG.info('flavors matched by resources (no compute API: '
+                         'auth type %s has no service catalog and no '
+                         'compute_endpoint_override is set)',
+                         sdk.config.config.get('auth_type'))
+                return None
+            with servers_mod.bounded(sdk.session,
+                                     parsed_args.request_timeout):
+                listed, pages = servers_mod.read(sdk.compute)
+        except (ks_exc.ClientException, sdk_exc.SDKException,
+                errors.NvlinkError) as exc:
+            LOG.info('flavors matched by resources (the compute API\'s '
+                     'server list was not read: %s)', live.one_line(exc))
+            return None
+        LOG.info('flavors from the compute API: %d server(s) in %d read(s)',
+                 len(listed), pages)
+        return {s.uuid: s.flavor for s in listed if s.flavor}
 
     def produce_output(self, parsed_args, column_names, data):
         if not parsed_args.commands:

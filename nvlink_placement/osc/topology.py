@@ -9,6 +9,7 @@ from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import merge
+from nvlink_placement.topology import passthrough
 
 SHOW_COLUMNS = ('host', 'group', 'size', 'trait', 'members', 'modules',
                 'mesh')
@@ -90,6 +91,10 @@ class ValidateTopology(commands.TextByDefault, commands.ShowOne):
     ``-f json`` (or yaml...): file, valid, hosts, gpus, groups, problems
     (a list of those lines; also on standard error) and warnings.
 
+    A GPU Nova cannot pass through (a PCI domain above 0xffff, behind
+    Intel VMD; Nova 34's address limits) is a problem unless it is marked
+    excluded.
+
     A valid file can still leave GPUs out of their NVLink domains: a host
     of a board that lists fewer GPUs than the board, a host of a board with
     NVLink domains that gets none, a host with NVSwitches but no groups and
@@ -115,6 +120,7 @@ class ValidateTopology(commands.TextByDefault, commands.ShowOne):
         path = topology_path(parsed_args)
         try:
             topology = load_topology(self.app, path)
+            passthrough.check(topology.hosts.values(), path)
         except errors.TopologyError as exc:
             if self.as_text:
                 raise
@@ -193,9 +199,9 @@ class MergeTopology(commands.Command):
     twice is read once. The merged document is validated before it is
     written: nothing is written when anything is wrong. Without -o (or
     with -o -) it goes to standard output, the summary line to standard
-    error. Hosts that cover less than their board (see topology validate)
-    are warnings on standard error, naming the fragment; with --strict
-    they are errors and nothing is written.
+    error (with -o FILE too). Hosts that cover less than their board (see
+    topology validate) are warnings on standard error, naming the
+    fragment; with --strict they are errors and nothing is written.
     """
 
     auth_required = False
@@ -244,7 +250,7 @@ class MergeTopology(commands.Command):
         except OSError as exc:
             raise errors.NvlinkError('%s: %s' % (output,
                                                  exc.strerror or exc))
-        self.app.stdout.write(summary)
+        self.app.stderr.write(summary)
 
 
 def select_hosts(topology, names):

@@ -29,7 +29,6 @@ from nvlink_placement import errors
 from nvlink_placement import hostnames
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
-from nvlink_placement.topology import members
 from nvlink_placement.topology import pci
 
 #: Traits of a Nova 34 compute node RP: COMPUTE_NODE and OWNER_NOVA from
@@ -113,9 +112,9 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     GPUs the topology excludes (vGPU or MIG in use) get no provider:
     they are not passthrough devices, so they are left out of ``[pci]
     device_spec`` (``nova-config``) and Nova reports none for them. Each
-    GPU provider carries its member traits
-    (:mod:`nvlink_placement.topology.members`), as Nova reports them with
-    the ``[pci] device_spec`` entries ``nova-config`` prints.
+    GPU provider has Nova's own traits only, as before any member-trait
+    entry: :func:`nvlink_placement.flavors.as_configured.from_topology`
+    adds those of the entries ``nova-config`` prints.
 
     :returns: a validated snapshot dict with no allocations.
     :raises NvlinkError: a GPU with no resource class, an unknown host.
@@ -137,9 +136,7 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
             classes[address] = gpu_resource_class(gpu, resource_class)
             if classes[address] is None:
                 missing.append('%s %s' % (host.name, address))
-        providers.extend(host_providers(
-            host.name, classes, traits=members.traits(
-                host, topology.trait_prefix), **sizes))
+        providers.extend(host_providers(host.name, classes, **sizes))
     if missing:
         raise errors.NvlinkError(
             '%s: no resource class for %s; give --resource-class (Nova '

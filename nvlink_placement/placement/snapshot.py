@@ -252,12 +252,16 @@ def read_file(path):
     return document
 
 
+def dumps(document):
+    """A snapshot as :func:`write_file` writes it (indented, sorted JSON)."""
+    return json.dumps(document, indent=2, sort_keys=True) + '\n'
+
+
 def write_file(document, path):
-    """Write a snapshot as indented, key-sorted JSON."""
+    """Write a snapshot as indented, key-sorted JSON (:func:`dumps`)."""
     try:
         with open(path, 'w', encoding='utf-8') as f:
-            json.dump(document, f, indent=2, sort_keys=True)
-            f.write('\n')
+            f.write(dumps(document))
     except OSError as exc:
         raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
 
@@ -304,6 +308,9 @@ def validate(document, source='<snapshot>'):
     :raises NvlinkError: listing each problem as ``source: JSON path:
         what is wrong``.
     """
+    listing = _provider_listing(document)
+    if listing:
+        raise errors.NvlinkError('%s: %s' % (source, listing))
     problems = _schema_problems(document) or _rules(document)
     if problems:
         lines = ['%s: %s: %s' % (source, json_path(where), what)
@@ -312,6 +319,40 @@ def validate(document, source='<snapshot>'):
             lines.append('%s: ... and %d more problems'
                          % (source, len(problems) - MAX_PROBLEMS))
         raise errors.NvlinkError('\n'.join(lines))
+
+
+#: What a snapshot is, for a file that is another listing of providers.
+WHAT_A_SNAPSHOT_IS = (
+    'a snapshot holds the trees of resource providers with their '
+    'inventories, traits and aggregates, and the allocations on them '
+    '(doc/source/snapshot-format.rst); write one with "openstack nvlink '
+    'snapshot -o FILE" against the cloud, or "openstack nvlink snapshot '
+    '--from-topology TOPOLOGY -o FILE" without one')
+
+
+def _provider_listing(document):
+    """Why ``document`` is a provider listing, not a snapshot, or None.
+
+    ``openstack resource provider list -f json`` prints a list of
+    providers (uuid, name, generation); ``GET /resource_providers``
+    answers ``{"resource_providers": [...]}`` without ``format``. Neither
+    holds inventories or allocations, so the schema's messages (and the
+    data they quote) would not help.
+    """
+    if isinstance(document, list) and document and all(
+            isinstance(item, dict) and 'uuid' in item and 'name' in item
+            for item in document):
+        return ('a list of %d resource provider%s (as "openstack resource '
+                'provider list -f json" prints it), not a snapshot: %s'
+                % (len(document), '' if len(document) == 1 else 's',
+                   WHAT_A_SNAPSHOT_IS))
+    if (isinstance(document, dict) and 'format' not in document and
+            isinstance(document.get('resource_providers'), list) and
+            'allocations' not in document):
+        return ('a listing of resource providers (as "GET '
+                '/resource_providers" answers it), not a snapshot: it has no '
+                '"format": "%s"; %s' % (FORMAT, WHAT_A_SNAPSHOT_IS))
+    return None
 
 
 def _schema_problems(document):

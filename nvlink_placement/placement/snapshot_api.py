@@ -1,8 +1,9 @@
-"""Snapshots through Placement's REST API: live export, fallback load.
+"""Snapshots through Placement's REST API: live export and load.
 
 :func:`export` reads a snapshot from any Placement (a live cloud) with
 parallel reads and a constant number of requests per provider and per
-consumer. :func:`load` recreates one request by request; it is the
+consumer. :func:`load` recreates one request by request: ``snapshot
+load`` into a live Placement (after :func:`in_the_way`), and the
 fallback of :mod:`nvlink_placement.placement.snapshot_db` for an embedded
 Placement whose tables that module does not know.
 
@@ -164,7 +165,39 @@ def _consumers(client, allocations, workers, progress, cut):
 
 # -- load (fallback) -------------------------------------------------------
 
-def load(client, document):
+def in_the_way(client, document):
+    """What of ``document`` Placement already holds (read only).
+
+    Requests: the provider listing; when it is not empty, one ``GET
+    /allocations/{consumer}`` per consumer of ``document``.
+
+    :returns: ``(providers, clashes)``: the number of providers Placement
+        holds, and messages naming each provider of the snapshot whose
+        uuid or name is taken and each consumer that holds allocations
+        already (loading would fail on those half way).
+    """
+    listed = client.get('/resource_providers')['resource_providers']
+    if not listed:
+        return 0, []
+    uuids = {rp['uuid']: rp['name'] for rp in listed}
+    names = {rp['name']: rp['uuid'] for rp in listed}
+    clashes = []
+    for rp in document['resource_providers']:
+        if rp['uuid'] in uuids:
+            clashes.append('resource provider %s (%s): Placement has that '
+                           'uuid (%s)' % (rp['name'], rp['uuid'],
+                                          uuids[rp['uuid']]))
+        elif rp['name'] in names:
+            clashes.append('resource provider %s: Placement has that name '
+                           '(%s)' % (rp['name'], names[rp['name']]))
+    for consumer in sorted(document.get('allocations', {})):
+        if state_mod.consumer_allocations(client, consumer):
+            clashes.append('consumer %s holds allocations already'
+                           % consumer)
+    return len(listed), clashes
+
+
+def load(client, document, progress=None):
     """Recreate a validated snapshot in Placement, request by request.
 
     Requests: one PUT per custom resource class and trait; per provider one
@@ -178,10 +211,13 @@ def load(client, document):
     Provider uuids are sent in Placement's form
     (:func:`nvlink_placement.placement.snapshot.canonical`).
 
+    :param progress: optional callable ``(total, unit)`` returning a
+        tqdm-like bar, advanced once per provider written.
     :raises PlacementError: when Placement refuses a write.
     """
     document = snapshot.canonical(document)
     providers = snapshot.parents_first(document['resource_providers'])
+    bar = progress(len(providers), 'provider') if progress else None
     for rc in sorted({rc for rp in providers for rc in rp.get(
             'inventories', {}) if rc.startswith('CUSTOM_')}):
         client.request('PUT', '/resource_classes/%s' % rc, version='1.7',
@@ -191,12 +227,18 @@ def load(client, document):
         client.request('PUT', '/traits/%s' % trait, version='1.6',
                        expect=(201, 204))
     strained = snapshot.strained(document)
-    for rp in providers:
-        inventories = {
-            rc: (_relaxed(inv) if (rp['uuid'], rc) in strained else inv)
-            for rc, inv in rp.get('inventories', {}).items()}
-        _create_provider(client, rp, inventories)
-    _post_allocations(client, document.get('allocations', {}))
+    try:
+        for rp in providers:
+            inventories = {
+                rc: (_relaxed(inv) if (rp['uuid'], rc) in strained else inv)
+                for rc, inv in rp.get('inventories', {}).items()}
+            _create_provider(client, rp, inventories)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    post_allocations(client, document.get('allocations', {}))
     for rp_uuid in sorted({rp_uuid for rp_uuid, _ in strained}):
         rp = next(p for p in providers if p['uuid'] == rp_uuid)
         url = '/resource_providers/%s/inventories' % rp_uuid
@@ -237,7 +279,8 @@ def _create_provider(client, rp, inventories):
                              'resource_provider_generation': generation})
 
 
-def _post_allocations(client, allocations):
+def post_allocations(client, allocations):
+    """Write snapshot ``allocations`` (new consumers): one POST per kind."""
     typed, untyped = {}, {}
     for consumer, alloc in allocations.items():
         entry = {'allocations': alloc['allocations'],

@@ -51,6 +51,9 @@ class State(object):
         #: dict RP uuid -> {consumer uuid: {rc: amount}}, filled on demand
         #: by :func:`load_allocations` (only for GPUs in use).
         self.allocations = {}
+        #: dict GPU RP uuid -> resource class of the GPUs with a free unit
+        #: (:func:`free_gpu_classes`), or None when not listed.
+        self.free = None
         self.children = {}
         self._trees = {}
         for p in self.by_uuid.values():
@@ -163,21 +166,32 @@ def provider_traits(client, uuid):
 def free_gpus(client):
     """UUIDs of the Nova PCI RPs with a unit neither used nor reserved.
 
+    The set of :func:`free_gpu_classes` (the same requests).
+    """
+    return set(free_gpu_classes(client))
+
+
+def free_gpu_classes(client):
+    """The Nova PCI RPs with a unit neither used nor reserved, and class.
+
     One ``GET /resource_classes`` and one ``GET /resource_providers?
     resources=<RC>:1&required=COMPUTE_MANAGED_PCI_DEVICE`` per custom
     resource class (Nova names PCI classes ``CUSTOM_...``, reference/
     openstack.md). A GPU whose class is not custom is simply not listed,
     so it counts as in use: its allocations are read, nothing is missed.
+
+    :returns: dict RP uuid -> the resource class it was listed for.
     """
     classes = client.get('/resource_classes', version='1.2')
-    free = set()
+    free = {}
     for rc in sorted(c['name'] for c in classes['resource_classes']):
         if not rc.startswith('CUSTOM_'):
             continue
         listed = client.get('/resource_providers?' + urllib.parse.urlencode(
             {'resources': '%s:1' % rc, 'required': naming.PCI_TRAIT}),
             version='1.18')
-        free.update(rp['uuid'] for rp in listed['resource_providers'])
+        for rp in listed['resource_providers']:
+            free.setdefault(rp['uuid'], rc)
     return free
 
 

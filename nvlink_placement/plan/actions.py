@@ -8,7 +8,9 @@ target depth (so no move can form a loop), deletions bottom-up.
 Each action also names the drift it repairs, for ``check``:
 ``missing-group``, ``missing-trait``, ``wrong-parent``,
 ``unexpected-group``, ``missing-reservation``, ``stale-reservation``;
-findings that no action repairs use ``unknown-gpu``,
+findings that no action repairs use ``unknown-gpu``, ``excluded-gpu``
+(a Nova PCI provider of a GPU the topology excludes: nova-compute's
+``[pci] device_spec`` matches a GPU serving vGPU or MIG),
 ``member-traits`` (a GPU provider's member traits differ from those the
 topology gives it: Nova writes them from ``[pci] device_spec``, the tool
 never does) and ``split-allocation`` (and ``missing-reservation`` for an
@@ -37,6 +39,7 @@ MISSING_RESERVATION = 'missing-reservation'
 STALE_RESERVATION = 'stale-reservation'
 UNKNOWN_GPU = 'unknown-gpu'
 MEMBER_TRAITS = 'member-traits'
+EXCLUDED_GPU = 'excluded-gpu'
 SPLIT_ALLOCATION = 'split-allocation'
 
 COLUMNS = ('host', 'action', 'provider', 'parent', 'detail')

@@ -350,7 +350,13 @@ class _HostPlanner(object):
                 continue
             if rp.name in self.marked:
                 reservations.extend(self.reservation(rp, None))
-            if (host.gpus or host.ignored) and rp.name not in host.ignored:
+            if rp.name in host.ignored:
+                self.findings.append(self.action(
+                    '', rp.name, detail='PCI provider of a GPU the topology '
+                    'excludes (vGPU or MIG): a [pci] device_spec entry of '
+                    'nova-compute matches it, so a flavor can be given it',
+                    drift=act.EXCLUDED_GPU))
+            elif host.gpus or host.ignored:
                 self.findings.append(self.action(
                     '', rp.name, detail='PCI provider not in the topology',
                     drift=act.UNKNOWN_GPU))

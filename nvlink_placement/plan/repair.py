@@ -12,7 +12,9 @@ column), and that command repairs it:
 - no command repairs the rest, and the text says so ("not automatic: ...")
   and what to do: ``unknown-gpu``, list the GPU in the topology, then
   reshape; ``member-traits``, set nova-compute's ``[pci] device_spec`` as
-  ``nova-config --host H`` prints and restart it; ``missing-reservation``
+  ``nova-config --host H`` prints and restart it; ``excluded-gpu``, the
+  same (those entries match no excluded GPU; Nova then deletes its
+  provider); ``missing-reservation``
   of an unhealthy GPU in no NVLink group,
   reserve it by hand; ``split-allocation``, migrate or resize the
   instance.
@@ -101,6 +103,17 @@ def text(action, context):
                 'again' % (action.host, context.command(
                     'nova-config', '--topology', context.topology,
                     '--host', action.host, '--alias', 'ALIAS', '--ini')))
+    if not action.action and action.drift == act.EXCLUDED_GPU:
+        return (MANUAL + 'nova-compute on %s passes the excluded GPU %s '
+                'through: set its [pci] device_spec as %s prints (no entry '
+                'matches an excluded GPU), restart nova-compute (Nova then '
+                'deletes the provider; not while an instance holds it), then '
+                'check again' % (
+                    action.host, pci.address_of_provider(action.host,
+                                                         action.provider),
+                    context.command('nova-config', '--topology',
+                                    context.topology, '--host', action.host,
+                                    '--alias', 'ALIAS', '--ini')))
     if not action.action and action.drift == act.MISSING_RESERVATION:
         return (MANUAL + 'the GPU is in no NVLink group, so reserve it by '
                 'hand: reserved = total on the inventory of %s (openstack '

@@ -26,11 +26,15 @@ class Result:
     :ivar findings: drift that no action repairs (for ``check``).
     :ivar failures: :class:`HostFailure` list (empty for dry runs).
     :ivar applied: True when writes were attempted.
+    :ivar state: the :class:`nvlink_placement.placement.state.State` read
+        before any write (its ``free`` filled when asked, see
+        :func:`read_and_plan`).
     """
     actions: list
     findings: list
     failures: list
     applied: bool
+    state: object = None
 
     def written(self):
         """The actions that were applied (all but failed hosts' tails)."""
@@ -86,7 +90,7 @@ def hosts_outside(state, names):
 
 
 def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
-                  members=False, servers=None, tables=None):
+                  members=False, servers=None, free=False, tables=None):
     """Read Placement (constant requests plus a few inventories) and plan.
 
     :param more_hosts: optional callable(state, names) returning more
@@ -98,6 +102,11 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
         findings (``check``).
     :param servers: optional Nova server list for the allocation reads
         (see :func:`load_gpu_allocations`).
+    :param free: fill ``state.free`` (dict GPU RP uuid -> resource class
+        of the GPUs with a free unit, :func:`state.free_gpu_classes`) even
+        when no allocation is read; the allocation reads use the same
+        listing, so it costs nothing more when they run (``check``'s
+        capacity metrics).
     :param tables: an entered ``EmbeddedPlacement`` whose tables the
         providers, their traits and the allocations are read from in a
         few queries (``--snapshot``), or None.
@@ -118,12 +127,14 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
     state_mod.load_inventories(
         client, current, planner.inventories_needed(current, desired_hosts))
     plan = planner.plan(current, desired_hosts, members)
+    current.free = state_mod.free_gpu_classes(client) if free else None
     if allocations:
         hosts = [h for h in desired_hosts if h.known and h.groups]
         if allocations == CHANGED_HOSTS:
             changed = {a.host for a in plan.actions}
             hosts = [h for h in hosts if h.name in changed]
-        load_gpu_allocations(client, current, hosts, servers, tables)
+        load_gpu_allocations(client, current, hosts, servers,
+                             free=current.free, tables=tables)
         plan.findings.extend(planner.split_allocations(current, hosts))
     return current, plan
 
@@ -132,7 +143,8 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
 READ_WORKERS = 4
 
 
-def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
+def load_gpu_allocations(client, state, hosts, servers=None, free=None,
+                         tables=None):
     """Load the allocations of the GPUs in use on ``hosts``.
 
     Only hosts with two GPUs in use or more can hold a split allocation,
@@ -144,7 +156,13 @@ def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
     devices or more (or an unknown number); a host whose GPUs in use are
     more than those servers hold plus one per 1-GPU server there (a
     consumer Nova does not list: a migration, a reservation) is read as
-    without ``servers``. Without them, per host one read of the compute
+    without ``servers``. A 1-device server counts as a 1-GPU server only
+    when its alias gives GPUs: the server list names aliases, not resource
+    classes, so each alias is learnt from the allocations of one of its
+    servers (a multi-GPU server already read, else one read of a 1-device
+    server of that alias): an alias whose server holds a unit of one of
+    the topology's GPUs gives GPUs; one of a NIC VF does not, and its
+    servers account for no GPU. Without them, per host one read of the compute
     node's allocations (every instance holds VCPU or memory there) and
     one ``GET /allocations/{consumer}`` per consumer found; a GPU in use
     that none of them holds (reserved, or held by a consumer without
@@ -154,13 +172,16 @@ def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
     :param servers: optional ``{node name: [server]}``, each server with
         ``uuid`` and ``devices`` (PCI devices of its flavor, None when not
         known).
+    :param free: the free GPUs already listed (uuids), or None: listed
+        here.
     :param tables: an entered ``EmbeddedPlacement`` (``--snapshot``): the
         same allocations are read from its tables in one query instead of
         the reads above.
     """
     if not hosts:
         return
-    free = state_mod.free_gpus(client)
+    if free is None:
+        free = state_mod.free_gpus(client)
     busy_hosts = []
     from_tables = set()
     for host in hosts:
@@ -187,11 +208,16 @@ def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
                          for s in servers.get(name, ())
                          if s.devices is None or s.devices >= 2})
         held = dict(zip(wanted, _consumer_reads(client, wanted)))
+        gpus = {state.by_name[n].uuid for host in hosts for n in host.gpus
+                if n in state.by_name}
+        gpu_aliases = _gpu_aliases(client, busy_hosts, servers, held, gpus)
         holding = set().union(*(set(a) for a in held.values()))
         busy_hosts = [
             (name, node, busy) for name, node, busy in busy_hosts
             if len(busy - holding) > sum(
-                1 for s in servers.get(name, ()) if s.devices == 1)]
+                1 for s in servers.get(name, ()) if s.devices == 1 and
+                s.uuid not in held and s.aliases and
+                set(s.aliases) <= gpu_aliases)]
     found = reads.parallel(lambda h: state_mod.node_consumers(client, h[1]),
                            busy_hosts, READ_WORKERS)
     consumers = sorted(set().union(*found) - set(held))
@@ -205,6 +231,38 @@ def load_gpu_allocations(client, state, hosts, servers=None, tables=None):
     state_mod.load_allocations(client, state, unread - set(state.allocations))
 
 
+def _gpu_aliases(client, busy_hosts, servers, held, gpus):
+    """The aliases whose servers hold GPUs of ``gpus`` (uuids).
+
+    Learnt from the servers of one alias already in ``held`` (consumer ->
+    allocations), then from one read per alias of the 1-device servers on
+    ``busy_hosts`` not learnt yet; those reads join ``held``.
+    """
+    learnt = {}
+
+    def learn(server, allocations):
+        if server.aliases and len(server.aliases) == 1:
+            alias = server.aliases[0]
+            learnt[alias] = learnt.get(alias, False) or bool(
+                gpus & set(allocations))
+
+    listed = [s for name, _, _ in busy_hosts for s in servers.get(name, ())]
+    for server in listed:
+        if server.uuid in held:
+            learn(server, held[server.uuid])
+    samples = {}
+    for server in sorted(listed, key=lambda s: s.uuid):
+        if server.devices == 1 and server.aliases and (
+                server.aliases[0] not in learnt):
+            samples.setdefault(server.aliases[0], server)
+    chosen = [samples[a] for a in sorted(samples)]
+    for server, allocations in zip(chosen, _consumer_reads(
+            client, [s.uuid for s in chosen])):
+        held[server.uuid] = allocations
+        learn(server, allocations)
+    return {alias for alias, gives in learnt.items() if gives}
+
+
 def _consumer_reads(client, consumers):
     return reads.parallel(
         lambda c: state_mod.consumer_allocations(client, c), consumers,
@@ -213,10 +271,11 @@ def _consumer_reads(client, consumers):
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         on_host=None, more_hosts=None, allocations=None, members=False,
-        servers=None, tables=None):
+        servers=None, free=False, tables=None):
     """Read Placement, plan, and apply unless ``apply`` is False.
 
-    ``allocations``, ``members``, ``servers``: see :func:`read_and_plan`.
+    ``allocations``, ``members``, ``servers``, ``free``: see
+    :func:`read_and_plan`.
 
     :param tables: an entered ``EmbeddedPlacement`` whose tables
         (``writes_tables``) the allocations are read from and the plan is
@@ -224,9 +283,10 @@ def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         None: through the API (:mod:`.executor`).
     """
     current, plan = read_and_plan(client, desired_hosts, more_hosts,
-                                  allocations, members, servers, tables)
+                                  allocations, members, servers, free,
+                                  tables)
     if not apply or not plan.actions:
-        return Result(plan.actions, plan.findings, [], False)
+        return Result(plan.actions, plan.findings, [], False, current)
     if tables is not None:
         failures = bulk.apply(tables, plan.actions, current,
                               on_action=on_action, on_host=on_host)
@@ -234,4 +294,4 @@ def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         failures = executor.apply(client, plan.actions, current,
                                   workers=workers, on_action=on_action,
                                   on_host=on_host)
-    return Result(plan.actions, plan.findings, failures, True)
+    return Result(plan.actions, plan.findings, failures, True, current)

@@ -18,8 +18,10 @@ import re
 
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import usage
+from nvlink_placement.plan import actions as act
 from nvlink_placement.topology import members
 from nvlink_placement.topology import model
+from nvlink_placement.topology import pci
 
 COLUMNS = ('host', 'size', 'fits', 'free_gpus', 'used_gpus',
            'reserved_gpus', 'broken_domains')
@@ -73,6 +75,15 @@ def _count(host, size):
     return fits, broken
 
 
+def _sizes(host):
+    """The sizes counted on ``host``: 1, its domains' and meshes', all."""
+    sizes = {1} | {n for n, _ in host.domains} | {
+        n for served, _ in host.meshes for n in served}
+    if len(host.status) > 1:
+        sizes.add(len(host.status))
+    return sorted(sizes)
+
+
 def rows(hosts):
     """Capacity rows (see :data:`COLUMNS`), per host then ``total``.
 
@@ -85,11 +96,7 @@ def rows(hosts):
         states = list(host.status.values())
         counts = (states.count(usage.FREE), states.count(usage.USED),
                   states.count(usage.RESERVED))
-        sizes = {1} | {n for n, _ in host.domains} | {
-            n for served, _ in host.meshes for n in served}
-        if len(host.status) > 1:
-            sizes.add(len(host.status))
-        for size in sorted(sizes):
+        for size in _sizes(host):
             fits, broken = _count(host, size)
             row = (host.name, size, fits) + counts + (broken,)
             out.append(row)
@@ -187,3 +194,118 @@ def _descends(state, provider, ancestor_uuid):
             return True
         provider = state.by_uuid[provider.parent_uuid]
     return False
+
+
+#: Resource class label of GPUs whose class no read told
+#: (:func:`cloud`).
+UNKNOWN_CLASS = 'unknown'
+
+
+@dataclasses.dataclass
+class Cloud:
+    """Capacity of a set of hosts per resource class (``check``'s metrics).
+
+    Every dict is keyed by resource class, or ``(resource class, size)``;
+    a size is present for a class when a host with GPUs of that class
+    has it (1, its domain and mesh sizes, its whole-host size), with 0
+    where nothing fits.
+
+    :ivar gpus: GPU providers.
+    :ivar free_gpus: those with a unit neither used nor reserved.
+    :ivar free_domains: ``size``-GPU instances that still fit (as in
+        :func:`rows`: free domains of that size, a mesh counted by the
+        instances it still holds).
+    :ivar stranded_gpus: free GPUs that no ``size``-GPU instance can use:
+        ``free_gpus - size * free_domains``, summed over hosts.
+    :ivar split_instances: instances of ``size`` GPUs split across NVLink
+        domains (the ``split-allocation`` findings), sizes 2 and up.
+    """
+    gpus: dict
+    free_gpus: dict
+    free_domains: dict
+    stranded_gpus: dict
+    split_instances: dict
+
+
+class _Status(object):
+    """Usage as much as the free listing tells it (duck-types GpuUse)."""
+
+    def __init__(self, status):
+        self.status = status
+
+
+def cloud(state, host_names, findings=(),
+          prefix=model.DEFAULT_TRAIT_PREFIX):
+    """:class:`Cloud` of the hosts ``host_names``, from reads made already.
+
+    Needs no read per host: the domains and meshes come from the provider
+    tree in ``state`` (:func:`hosts_from_state` without a topology, so
+    the size traits of ``prefix`` must have been read), which GPUs are
+    free from ``state.free`` (one listing per resource class). A GPU not
+    listed free is taken (used and reserved are not told apart). A GPU's
+    resource class is the one it was listed free for; else that of an
+    allocation read for it; else the one class of its host's other GPUs;
+    else the one class of all the hosts; else :data:`UNKNOWN_CLASS` (a
+    cloud with no free GPU at all and no allocation read).
+
+    :param state: :class:`nvlink_placement.placement.state.State` with
+        ``free`` filled (None counts every GPU taken).
+    :param host_names: the compute nodes to count (names Placement does
+        not know as a root provider are left out).
+    :param findings: ``check``'s drift; its ``split-allocation`` actions
+        (``provider``: the consumer's GPU provider names, comma-separated)
+        are counted.
+    """
+    roots = [state.by_name[n].uuid for n in host_names
+             if n in state.by_name and state.by_name[n].parent_uuid is None]
+    free = state.free or {}
+    uses, classes = {}, {}
+    for root in roots:
+        cn = state.by_uuid[root]
+        for p in state.tree(root):
+            if pci.address_of_provider(cn.name, p.name) is None:
+                continue
+            uses[p.uuid] = _Status(usage.FREE if p.uuid in free
+                                   else usage.USED)
+            rc = free.get(p.uuid) or next(
+                (rc for held in state.allocations.get(p.uuid, {}).values()
+                 for rc in sorted(held)), None)
+            if rc is not None:
+                classes[p.name] = rc
+    hosts = hosts_from_state(state, uses, roots, None, prefix)
+    everywhere = set(classes.values())
+    for host in hosts:
+        known = {classes[g] for g in host.status if g in classes}
+        guess = (known if len(known) == 1 else everywhere
+                 if len(everywhere) == 1 else {UNKNOWN_CLASS})
+        for gpu in host.status:
+            classes.setdefault(gpu, next(iter(guess)))
+    result = Cloud({}, {}, {}, {}, {})
+    for host in hosts:
+        for rc in sorted({classes[g] for g in host.status}):
+            mine = dataclasses.replace(host, status={
+                g: s if classes[g] == rc else usage.USED
+                for g, s in host.status.items()})
+            free_here = sum(1 for s in mine.status.values()
+                            if s == usage.FREE)
+            _add(result.gpus, rc, sum(1 for g in host.status
+                                      if classes[g] == rc))
+            _add(result.free_gpus, rc, free_here)
+            for size in _sizes(host):
+                fits, _ = _count(mine, size)
+                _add(result.free_domains, (rc, size), fits)
+                _add(result.stranded_gpus, (rc, size),
+                     free_here - size * fits)
+                if size > 1:
+                    _add(result.split_instances, (rc, size), 0)
+    for finding in findings:
+        if finding.drift != act.SPLIT_ALLOCATION:
+            continue
+        gpus = finding.provider.split(', ')
+        rc = classes.get(gpus[0], UNKNOWN_CLASS)
+        _add(result.split_instances, (rc, len(gpus)), 1)
+    return result
+
+
+def _add(counts, key, value):
+    counts[key] = counts.get(key, 0) + value

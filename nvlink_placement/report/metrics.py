@@ -27,6 +27,18 @@ Metrics (labels in braces):
 ``nvlink_placement_host_drift{host, kind}``
     The same per host and kind; only the pairs with drift (``host`` is
     empty for the missing custom traits, which belong to no host).
+
+Capacity, from :class:`nvlink_placement.report.capacity.Cloud` (labels
+``resource_class`` and ``size``, the instance size in GPUs):
+``nvlink_placement_gpus``, ``nvlink_placement_free_gpus``,
+``nvlink_placement_free_domains``, ``nvlink_placement_stranded_gpus``,
+``nvlink_placement_split_instances``.
+
+Cardinality: a ``host`` label only on series of a host with drift
+(``host_drift``); every other series is per kind, resource class or
+size, so their number does not grow with the hosts. :data:`METRICS`
+lists every metric with its labels and help text (the documentation's
+metric reference is made from it).
 """
 
 import re
@@ -39,26 +51,47 @@ PREFIX = 'nvlink_placement_'
 KINDS = (act.MISSING_GROUP, act.MISSING_TRAIT, act.WRONG_PARENT,
          act.UNEXPECTED_GROUP, act.MISSING_RESERVATION,
          act.STALE_RESERVATION, act.UNKNOWN_GPU, act.MEMBER_TRAITS,
-         act.SPLIT_ALLOCATION)
+         act.EXCLUDED_GPU, act.SPLIT_ALLOCATION)
 
 LAST_SUCCESS = PREFIX + 'check_last_success_timestamp_seconds'
 
-_HELP = {
-    'check_success': '1 if the last nvlink check ran to the end (in sync or '
-                     'drift), 0 if it failed.',
-    'check_last_success_timestamp_seconds': 'Unix time at which the last '
-                                            'successful nvlink check ended.',
-    'check_duration_seconds': 'Duration of the last nvlink check in '
-                              'seconds.',
-    'hosts_checked': 'Compute hosts the last nvlink check compared.',
-    'hosts_in_sync': 'Compute hosts without drift in the last nvlink check.',
-    'hosts_not_in_topology': 'Flat compute nodes with Nova PCI providers '
-                             'that the topology does not list (check --all).',
-    'drift': 'Drift found by the last nvlink check, per kind (a missing '
-             'group counts once).',
-    'host_drift': 'Drift found by the last nvlink check, per host and '
-                  'kind (only pairs with drift).',
+#: Every metric: name (without :data:`PREFIX`) -> ``(labels, help)``. All
+#: are gauges.
+METRICS = {
+    'check_success': ((), '1 if the last nvlink check ran to the end (in '
+                          'sync or drift), 0 if it failed.'),
+    'check_last_success_timestamp_seconds': (
+        (), 'Unix time at which the last successful nvlink check ended.'),
+    'check_duration_seconds': ((), 'Duration of the last nvlink check in '
+                                   'seconds.'),
+    'hosts_checked': ((), 'Compute hosts the last nvlink check compared.'),
+    'hosts_in_sync': ((), 'Compute hosts without drift in the last nvlink '
+                          'check.'),
+    'hosts_not_in_topology': ((), 'Flat compute nodes with Nova PCI '
+                                  'providers that the topology does not '
+                                  'list (check --all).'),
+    'drift': (('kind',), 'Drift found by the last nvlink check, per kind (a '
+                         'missing group counts once).'),
+    'host_drift': (('host', 'kind'), 'Drift found by the last nvlink check, '
+                                     'per host and kind (only pairs with '
+                                     'drift).'),
+    'gpus': (('resource_class',), 'GPU providers (Nova PCI resource '
+                                  'providers) of the checked hosts.'),
+    'free_gpus': (('resource_class',), 'GPUs of the checked hosts with a '
+                                       'unit neither used nor reserved.'),
+    'free_domains': (('resource_class', 'size'),
+                     'Instances of size GPUs that still fit: free NVLink '
+                     'domains of that size (a mesh counts the instances it '
+                     'still holds; size 1: free GPUs).'),
+    'stranded_gpus': (('resource_class', 'size'),
+                      'Free GPUs that no instance of size GPUs can use (in '
+                      'no free NVLink domain of that size).'),
+    'split_instances': (('resource_class', 'size'),
+                        'Instances of size GPUs holding GPUs of more than '
+                        'one NVLink domain (split-allocation drift).'),
 }
+
+TYPE = 'gauge'
 
 
 def _escape(value):
@@ -79,8 +112,9 @@ class _Writer(object):
 
     def metric(self, name, samples):
         """``samples``: list of ``(labels dict, value)``."""
-        self.lines.append('# HELP %s%s %s' % (PREFIX, name, _HELP[name]))
-        self.lines.append('# TYPE %s%s gauge' % (PREFIX, name))
+        self.lines.append('# HELP %s%s %s' % (PREFIX, name,
+                                              METRICS[name][1]))
+        self.lines.append('# TYPE %s%s %s' % (PREFIX, name, TYPE))
         for labels, value in samples:
             text = ','.join('%s="%s"' % (k, _escape(v))
                             for k, v in sorted(labels.items()))
@@ -90,7 +124,7 @@ class _Writer(object):
 
 
 def render(success, duration, last_success=None, rows=None, hosts=None,
-           not_in_topology=None):
+           not_in_topology=None, capacity=None):
     """The textfile for one ``check`` run.
 
     :param success: True when the check ran to the end.
@@ -101,6 +135,8 @@ def render(success, duration, last_success=None, rows=None, hosts=None,
         group once); None when unknown (an error before the plan).
     :param hosts: names of the hosts checked, or None when unknown.
     :param not_in_topology: count (``--all``), or None.
+    :param capacity: :class:`nvlink_placement.report.capacity.Cloud`, or
+        None (unknown: an error before it was counted).
     """
     out = _Writer()
     out.metric('check_success', [({}, 1 if success else 0)])
@@ -123,6 +159,14 @@ def render(success, duration, last_success=None, rows=None, hosts=None,
         out.metric('drift', [({'kind': k}, n) for k, n in per_kind.items()])
         out.metric('host_drift', [({'host': h, 'kind': k}, n) for (h, k), n
                                   in sorted(per_host.items())])
+    if capacity is not None:
+        for name in ('gpus', 'free_gpus'):
+            out.metric(name, [({'resource_class': rc}, n) for rc, n in
+                              sorted(getattr(capacity, name).items())])
+        for name in ('free_domains', 'stranded_gpus', 'split_instances'):
+            out.metric(name, [
+                ({'resource_class': rc, 'size': str(size)}, n)
+                for (rc, size), n in sorted(getattr(capacity, name).items())])
     return '\n'.join(out.lines) + '\n'
 
 

@@ -65,7 +65,7 @@ def text(state, roots, uses, modules=None):
         kids = _children(state, root)
         for i, kid in enumerate(kids):
             walk(kid, '', i == len(kids) - 1)
-    return '\n'.join(lines) + '\n'
+    return ''.join(line + '\n' for line in lines)
 
 
 def rows(state, roots, uses, modules=None):

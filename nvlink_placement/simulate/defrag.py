@@ -1,57 +1,53 @@
 """Defragmentation advice: the fewest cold migrations that free K domains.
 
-A cold migration (``openstack server migrate``) moves a server to another
-host and, once confirmed, frees every GPU it held on its source host. To
-get K free NVLink domains of N GPUs:
+A cold migration (``openstack server migrate --host``) moves a server to
+another host and, once confirmed, frees every GPU it held on its source
+host. To get K free NVLink domains of N GPUs (a fixed N-GPU domain of the
+topology, or N more free GPUs of a mesh):
 
-1. Read who holds which GPU: the consumers on every GPU provider in use,
-   and each consumer's whole allocation (to match it to a flavor of the
-   flavors file by its VCPU / MEMORY_MB / DISK_GB and GPU count).
-2. Repeat until K domains are free: for every domain not free (a fixed
-   N-GPU domain of the topology, or one more N GPUs of a mesh) the
-   servers that must leave; choose the domains to free that need the
-   fewest servers in all (:meth:`_Planner.cheapest`: a server holding
-   GPUs of two domains of its host moves once for both, so the domains of
-   each host are weighed together, every combination, and the hosts
-   combined exactly; ties: host and domain order) and free the first of
-   them. Each of its servers needs a destination: a host
-   other than its own where its flavor's ``GET /allocation_candidates``
-   (Nova's query) has a candidate, tried in Nova's weighed order
-   (:mod:`.choice`), where *every* candidate uses no GPU of a domain
-   being freed and leaves the count of free N-GPU domains as it was: with
-   ``--host`` Nova's scheduler claims the host's first candidate, and
-   Placement's order is arbitrary (see :mod:`.choice`), so any of them
-   may be the one. A domain whose servers cannot all move is skipped.
-3. Every move is applied at once to an embedded Placement (``PUT
-   /allocations/{server}`` with the destination's candidate: the source's
-   GPUs are free), so the next destination check sees the state after
-   the earlier moves. Against a live cloud the state is first exported
-   into an embedded Placement: nothing is written to the cloud.
-4. Proof: the N-GPU flavor's query, sent at the end, must offer every
-   freed domain.
-
-The fewest moves when every server chosen can move; a server with no
-destination makes its domain skipped and the choice is made again without
-it (then a good answer, not a proven minimum). A host with more than
-:data:`MAX_COMBINED` domains to choose from has its domains weighed one by
-one.
+1. Read the state from Placement (an export of the hosts' trees): who
+   holds which GPU, and everything each consumer holds (:class:`_Reader`).
+   A server's flavor is its flavor in Nova when the compute API was read
+   (``nova_flavors``: the name, looked up in the flavors file), else the
+   flavor of the flavors file with its GPU count whose resources the
+   server's can be: the flavor's own, or without ``DISK_GB`` (booted from
+   a volume: Nova asks for no root disk), or with ``PCPU`` for ``VCPU``
+   (``hw:cpu_policy=dedicated``). The query for moving it is the flavor's
+   query with the server's own resources (what Nova asks for when it
+   migrates that server).
+2. Each flavor's candidates on each host with nothing allocated: the
+   same query with ``in_tree`` on that host and no ``limit``, sent while
+   every allocation is taken out of the (embedded) Placement, then
+   written back (Placement's structural answer; in a state, a candidate
+   is open when its amounts fit the capacities). Written back, each
+   consumer is at generation 1.
+3. :func:`.defrag_search.search` finds the plan: the domains to free and
+   the moves, each server once, each destination safe for every candidate
+   Nova may be given there (none touches a GPU of a domain the plan
+   frees). The fewest moves, proven, when the exact search ends within its
+   bound (see that module); otherwise a heuristic plan, and a note says so.
+4. The plan is replayed in the Placement read (an embedded copy: nothing
+   is written to a cloud): at each move Placement's own candidates on the
+   destination are checked again (every one outside the domains being
+   freed) and the move is written (``PUT /allocations/{server}``).
+5. Proof: the N-GPU flavor's query, sent at the end, on each host with a
+   freed domain; each freed domain is counted once as offered when one of
+   its candidates is that domain (within it, for a mesh).
 """
 
 import dataclasses
-import itertools
+import urllib.parse
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import request as request_mod
+from nvlink_placement.placement import snapshot_api
 from nvlink_placement.placement import state as state_mod
-from nvlink_placement.simulate import choice
+from nvlink_placement.simulate import defrag_search as search_mod
 
 COLUMNS = ('step', 'server', 'flavor', 'source', 'destination', 'frees',
            'command')
 MIGRATE_MICROVERSION = '2.56'     # compute API: cold migrate with --host
 CONSUMER_VERSION = '1.28'         # consumer generations in /allocations
-#: Domains of one host weighed in every combination (8: a 16-GPU board's
-#: pairs, 255 combinations); above it, one by one.
-MAX_COMBINED = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,9 +76,12 @@ class Advice:
     """The moves, and what they achieve.
 
     :ivar free_before: / :ivar free_after: free N-GPU domains.
-    :ivar freed: labels of the domains the moves free.
+    :ivar freed: labels of the domains the moves free (each once; a mesh
+        label as often as it gains domains).
     :ivar offered: labels of freed domains the N-GPU flavor's candidates
         include after the moves (all of them, unless a note says why).
+    :ivar exact: True when the moves are proven the fewest.
+    :ivar unmatched: servers holding GPUs that match no flavor (not moved).
     """
     size: int
     count: int
@@ -92,6 +91,8 @@ class Advice:
     freed: list
     offered: list
     notes: list
+    exact: bool = True
+    unmatched: int = 0
 
     @property
     def reached(self):
@@ -99,328 +100,390 @@ class Advice:
 
     def describe(self):
         return ('defrag: %d free %d-GPU domain(s) before, %d after %d '
-                'move(s); freed %s; offered by the %d-GPU flavor afterwards: '
-                '%d of %d' % (self.free_before, self.size, self.free_after,
-                              len(self.moves), ', '.join(self.freed) or
-                              'none', self.size, len(self.offered),
-                              len(self.freed)))
+                'move(s) (%s); freed %s; offered by the %d-GPU flavor '
+                'afterwards: %d of %d' % (
+                    self.free_before, self.size, self.free_after,
+                    len(self.moves), 'the fewest: proven by exact search'
+                    if self.exact else 'heuristic: not proven the fewest',
+                    ', '.join(self.freed) or 'none', self.size,
+                    len(self.offered), len(self.freed)))
 
     def shortfall(self):
+        if not self.exact:
+            return ('only %d free %d-GPU domain(s) found, %d wanted: a '
+                    'heuristic plan (the exact search stopped at its '
+                    'bound; a larger --search-steps may find more)'
+                    % (self.free_after, self.size, self.count))
+        if self.unmatched:
+            why = ('hold servers whose flavor is not in the flavors file '
+                   '(%d server(s): see the warnings), or servers that no '
+                   'other host can take' % self.unmatched)
+        else:
+            why = 'hold servers that no other host can take'
         return ('only %d free %d-GPU domain(s) reachable, %d wanted: the '
-                'other domains hold servers that no other host can take'
-                % (self.free_after, self.size, self.count))
+                'other domains %s' % (self.free_after, self.size,
+                                      self.count, why))
 
 
-@dataclasses.dataclass
-class _Server:
-    uuid: str
-    host: str
-    gpus: set           # addresses on its host
-    flavor: object      # Request or None
-    project_id: str
-    user_id: str
-
-
-def _candidates(client, query):
-    """The allocation candidates of ``query``.
+def _candidates(client, url, flavor):
+    """Placement's answer to ``url`` (flavor ``flavor``'s query).
 
     :raises NvlinkError: when Placement refuses the query (flavors of
         another tree: the reshaped layout's flavors on a flat tree).
     """
     try:
-        return client.get(query.url, version=request_mod.MICROVERSION)
+        return client.get(url, version=request_mod.MICROVERSION)
     except errors.PlacementError as exc:
         if exc.status is None or exc.status >= 500:
             raise
         raise errors.NvlinkError(
             'flavor %s: Placement refused its query (%s): give the flavors '
-            'this tree serves (on a flat tree, the upstream ones)'
-            % (query.flavor, str(exc).split('): ', 1)[-1]))
+            'this tree serves (on a flat tree: defrag --upstream, which '
+            'asks as the upstream flavors of the same sizes do)'
+            % (flavor, str(exc).split('): ', 1)[-1]))
 
 
-def _unsuffixed(query):
-    params = dict(query.params)
+def _unsuffixed(params):
     return {rc: int(n) for rc, n in (
-        item.split(':') for item in params.get('resources', '').split(',')
-        if item)}
+        item.split(':') for item in dict(params).get('resources', '').split(
+            ',') if item)}
 
 
-class _Planner(object):
+def _produces(flavor, held):
+    """Whether a server of ``flavor``'s resources can hold ``held``.
 
-    def __init__(self, client, hosts, queries, size):
+    Its own resources; without ``DISK_GB`` (boot from volume); ``PCPU``
+    for ``VCPU`` (dedicated CPUs).
+    """
+    want = dict(flavor)
+    if 'PCPU' in held and 'VCPU' in want and 'PCPU' not in want:
+        want['PCPU'] = want.pop('VCPU')
+    if 'DISK_GB' not in held:
+        want.pop('DISK_GB', None)
+    return want == held
+
+
+@dataclasses.dataclass(frozen=True)
+class _Query:
+    """The query moving a server: its flavor's, with its own resources."""
+    flavor: str
+    params: tuple
+
+    def url(self, node=None):
+        """The query; with ``node``, on that tree only, unlimited."""
+        params = list(self.params)
+        if node is not None:
+            params = [kv for kv in params if kv[0] != 'limit']
+            suffixes = sorted({k[len('resources'):] for k, _ in params
+                               if k.startswith('resources')})
+            params += [('in_tree' + s, node) for s in suffixes]
+        return '/allocation_candidates?' + urllib.parse.urlencode(params)
+
+
+class _Reader(object):
+    """The state of Placement as a :class:`defrag_search.Problem`."""
+
+    def __init__(self, client, hosts, queries, size, nova_flavors):
         self.client = client
-        self.hosts = {h.name: h for h in hosts}
-        self.order = [h.name for h in hosts]
         self.size = size
         self.queries = queries
+        self.nova_flavors = nova_flavors
         self.notes = []
+        self.unmatched = 0
         listing = client.get('/resource_providers')['resource_providers']
-        self.uuid_of = {rp['name']: rp['uuid'] for rp in listing}
+        uuid_of = {rp['name']: rp['uuid'] for rp in listing}
+        self.hosts = [h for h in hosts if h.name in uuid_of]
+        self.node = {h.name: uuid_of[h.name] for h in self.hosts}
+        self.document = snapshot_api.export(
+            client, [h.name for h in self.hosts])
+        parent = {p['uuid']: p['parent_provider_uuid']
+                  for p in self.document['resource_providers']}
+        host_of_node = {u: n for n, u in self.node.items()}
+        self.host_of = {}
+        for uuid in parent:
+            root = uuid
+            while parent.get(root):
+                root = parent[root]
+            self.host_of[uuid] = host_of_node.get(root)
         self.gpu_of = {}
-        for host in hosts:
+        for host in self.hosts:
             for address in host.usable():
-                rp = self.uuid_of.get(host.gpu_provider_name(address))
+                rp = uuid_of.get(host.gpu_provider_name(address))
                 if rp is not None:
                     self.gpu_of[rp] = (host.name, address)
-        free = state_mod.free_gpus(client)
-        self.free = {h: set() for h in self.order}
-        for rp, (host, address) in self.gpu_of.items():
-            if rp in free:
-                self.free[host].add(address)
-        self.servers = self._servers(set(self.gpu_of) - free)
+        self._not_flat(parent)
 
-    def _servers(self, busy):
-        consumers = set()
-        for rp in sorted(busy):
-            body = self.client.get('/resource_providers/%s/allocations' % rp)
-            consumers.update(body.get('allocations', {}))
-        servers = {}
-        for consumer in sorted(consumers):
-            body = self.client.get('/allocations/%s' % consumer,
-                                   version=CONSUMER_VERSION)
-            gpus, host, node = set(), None, {}
-            for rp, alloc in body['allocations'].items():
-                if rp in self.gpu_of:
-                    host, address = self.gpu_of[rp]
-                    gpus.add(address)
-                else:
-                    node.update(alloc['resources'])
-            flavor = next((q for q in self.queries if q.size == len(gpus) and
-                           _unsuffixed(q) == node), None)
-            if flavor is None:
-                self.notes.append(
-                    'server %s (%d GPU(s) on %s, %s) matches no flavor of '
-                    'the flavors file: it is not moved' % (
-                        consumer, len(gpus), host, ', '.join(
-                            '%s=%d' % kv for kv in sorted(node.items()))))
-            servers[consumer] = _Server(consumer, host, gpus, flavor,
-                                        body.get('project_id'),
-                                        body.get('user_id'))
-        return servers
+    def _not_flat(self, parent):
+        """Refuse domain flavors on hosts whose GPUs are all flat.
 
-    # -- domains ----------------------------------------------------------
+        :raises NvlinkError: naming ``--upstream``.
+        """
+        flat = sorted({host for rp, (host, _) in self.gpu_of.items()
+                       if self.node[host] == parent.get(rp)})
+        nested = {host for rp, (host, _) in self.gpu_of.items()
+                  if self.node[host] != parent.get(rp)}
+        if flat and not nested and any(
+                dict(q.params).get('same_subtree') for q in self.queries):
+            raise errors.NvlinkError(
+                '%s: the GPUs are on the flat tree (not reshaped), and the '
+                'flavors file\'s flavors ask for NVLink domains: the '
+                'servers there run upstream flavors: run defrag with '
+                '--upstream (it asks as pci_passthrough:alias=A:N flavors '
+                'of the same sizes do)' % ', '.join(flat))
 
-    def free_domains(self, name, free=None):
-        free = self.free[name] if free is None else free
-        host = self.hosts[name]
-        count = sum(1 for d in host.fixed_domains(self.size) if d <= free)
-        count += sum(len(m & free) // self.size
-                     for m in host.meshes(self.size))
-        return count
+    def problem(self):
+        capacity = {}
+        for rp in self.document['resource_providers']:
+            for rc, inv in rp['inventories'].items():
+                capacity[(rp['uuid'], rc)] = (
+                    (inv['total'] - inv['reserved']) *
+                    inv['allocation_ratio'])
+        used = {}
+        servers = []
+        holding = set()
+        for consumer, entry in self.document['allocations'].items():
+            amounts = []
+            for rp, alloc in entry['allocations'].items():
+                for rc, amount in alloc['resources'].items():
+                    used[(rp, rc)] = used.get((rp, rc), 0) + amount
+                    amounts.append(((rp, rc), amount))
+            gpus = frozenset(rp for rp in entry['allocations']
+                             if rp in self.gpu_of)
+            if gpus:
+                holding |= gpus
+                servers.append(self._server(consumer, entry, gpus,
+                                            tuple(sorted(amounts))))
+        domains = []
+        for host in self.hosts:
+            rps = {a: rp for rp, (h, a) in self.gpu_of.items()
+                   if h == host.name}
+            for members, label in sorted(
+                    host.fixed_domains(self.size).items(),
+                    key=lambda kv: kv[1]):
+                if all(a in rps for a in members):
+                    domains.append(search_mod.Domain(
+                        host.name, label, frozenset(rps[a] for a in members)))
+            for members, label in sorted(host.meshes(self.size).items(),
+                                         key=lambda kv: kv[1]):
+                domains.append(search_mod.Domain(
+                    host.name, label, frozenset(rps[a] for a in members
+                                                if a in rps), mesh=True))
+        self.free = frozenset(state_mod.free_gpus(self.client)) & \
+            frozenset(self.gpu_of)
+        stuck = frozenset(self.gpu_of) - self.free - holding
+        self.problem_ = search_mod.Problem(
+            self.size, [h.name for h in self.hosts], domains, servers,
+            capacity, used, self._universe(servers), stuck)
+        return self.problem_
 
-    def total_free(self):
-        return sum(self.free_domains(n) for n in self.order)
+    def _server(self, consumer, entry, gpus, amounts):
+        hosts = {self.gpu_of[rp][0] for rp in gpus}
+        host = sorted(hosts)[0]
+        node = {}
+        for rp, alloc in entry['allocations'].items():
+            if rp not in self.gpu_of and self.host_of.get(rp) == host:
+                for rc, amount in alloc['resources'].items():
+                    node[rc] = node.get(rc, 0) + amount
+        flavor = None
+        held = ', '.join('%s=%d' % kv for kv in sorted(node.items()))
+        if len(hosts) > 1:
+            self._unmatched('server %s holds GPUs of %s (a migration in '
+                            'flight?): it is not moved'
+                            % (consumer, ', '.join(sorted(hosts))))
+        else:
+            flavor = self._flavor(consumer, len(gpus), host, node, held)
+        query = None
+        if flavor is not None:
+            params = tuple(
+                (k, ','.join('%s:%d' % kv for kv in sorted(node.items())))
+                if k == 'resources' else (k, v) for k, v in flavor.params)
+            query = _Query(flavor.flavor, params)
+        return search_mod.Server(consumer, host, gpus, amounts, query)
 
-    def holders(self, name, addresses):
-        return [s for s in self.servers.values()
-                if s.host == name and s.gpus & addresses]
+    def _flavor(self, consumer, count, host, node, held):
+        """The :class:`Request` of ``consumer``'s flavor, or None."""
+        sized = [q for q in self.queries if q.size == count]
+        named = (self.nova_flavors or {}).get(consumer)
+        if named is not None:
+            found = next((q for q in sized if q.flavor == named), None)
+            if found is not None:
+                return found
+        found = next((q for q in sized
+                      if _produces(_unsuffixed(q.params), node)), None)
+        if found is not None:
+            return found
+        if named is not None:
+            self._unmatched(
+                'server %s (%d GPU(s) on %s) runs flavor %s (compute API), '
+                'which the flavors file does not have %s, and no flavor '
+                'there asks for its %s: it is not moved' % (
+                    consumer, count, host, named,
+                    'with %d GPU(s)' % count if any(
+                        q.flavor == named for q in self.queries) else
+                    'at all', held or 'resources'))
+        elif not sized:
+            self._unmatched(
+                'server %s holds %d GPU(s) on %s; the flavors file has no '
+                'flavor of %d GPU(s) (sizes: %s): it is not moved' % (
+                    consumer, count, host, count, ', '.join(
+                        str(s) for s in sorted({q.size for q in
+                                                self.queries}))))
+        else:
+            self._unmatched(
+                'server %s (%d GPU(s) on %s) holds %s; the %d-GPU flavors '
+                'of the flavors file ask for %s (with no DISK_GB when '
+                'booted from a volume, PCPU for VCPU when pinned): no '
+                'flavor matches, it is not moved' % (
+                    consumer, count, host, held or 'no other resource',
+                    count, '; '.join(
+                        '%s: %s' % (q.flavor, ', '.join(
+                            '%s=%d' % kv for kv in sorted(
+                                _unsuffixed(q.params).items())))
+                        for q in sized)))
+        return None
 
-    def options(self, skipped):
-        """``(cost, order, host, label, GPUs, servers)`` of each domain."""
-        out = []
-        for position, name in enumerate(self.order):
-            host = self.hosts[name]
-            free = self.free[name]
-            for domain, label in sorted(host.fixed_domains(
-                    self.size).items(), key=lambda kv: kv[1]):
-                if domain <= free or (name, label) in skipped:
-                    continue
-                servers = self.holders(name, domain)
-                out.append((len(servers), position, name, label, domain,
-                            servers))
-            for mesh, label in sorted(host.meshes(self.size).items(),
-                                      key=lambda kv: kv[1]):
-                if (name, label) in skipped:
-                    continue
-                idle = mesh & free
-                deficit = self.size - len(idle) % self.size
-                if len(mesh) - len(idle) < deficit:
-                    continue
-                chosen, gained = [], 0
-                for server in sorted(self.holders(name, mesh),
-                                     key=lambda s: (-len(s.gpus & mesh),
-                                                    s.uuid)):
-                    if gained >= deficit:
-                        break
-                    chosen.append(server)
-                    gained += len(server.gpus & mesh)
-                out.append((len(chosen), position, name, label,
-                            frozenset(mesh), chosen))
-        out.sort(key=lambda o: o[:2] + (o[3],))
+    def _unmatched(self, note):
+        self.unmatched += 1
+        self.notes.append(note)
+
+    def _universe(self, servers):
+        """Each query's candidates per host with nothing allocated."""
+        queries = sorted({s.flavor for s in servers if s.flavor},
+                         key=lambda q: (q.flavor, q.params))
+        out = {}
+        if not queries:
+            return out
+        # Placement's answer with nothing allocated: every allocation is
+        # taken out of this (embedded) Placement for the queries, then
+        # written back as it was.
+        held = self.document['allocations']
+        if held:
+            self.client.request('POST', '/allocations', body={
+                consumer: {'allocations': {},
+                           'project_id': entry['project_id'],
+                           'user_id': entry['user_id'],
+                           'consumer_generation': entry.get(
+                               'consumer_generation', 1)}
+                for consumer, entry in held.items()},
+                version=CONSUMER_VERSION, expect=(204,))
+        try:
+            for query in queries:
+                for host in self.hosts:
+                    out[(query, host.name)] = [
+                        self._candidate(c) for c in _candidates(
+                            self.client, query.url(self.node[host.name]),
+                            query.flavor)['allocation_requests']]
+        finally:
+            snapshot_api.post_allocations(self.client, held)
         return out
 
-    def cheapest(self, skipped, wanted):
-        """The cheapest options (:meth:`options`) freeing ``wanted`` more.
+    def _candidate(self, request):
+        amounts = tuple(sorted(
+            ((rp, rc), n) for rp, alloc in request['allocations'].items()
+            for rc, n in alloc['resources'].items()))
+        return search_mod.Candidate(
+            frozenset(rp for rp in request['allocations']
+                      if rp in self.gpu_of), amounts)
 
-        As many domains as can be when fewer, in option order. Cost: the
-        distinct servers to move. Per host, every combination of its fixed
-        domains (a server spanning two moves once); meshes and hosts above
-        :data:`MAX_COMBINED` domains one option at a time. Hosts are
-        combined by dynamic programming over the count freed.
-        """
-        options = self.options(skipped)
-        by_host = {}
-        for option in options:
-            by_host.setdefault(option[2], []).append(option)
-        # best[k] = (servers to move, chosen options) freeing k domains.
-        best = {0: (0, ())}
-        for name in self.order:
-            labels = set(self.hosts[name].fixed_domains(self.size).values())
-            fixed, single = [], []
-            for option in by_host.get(name, []):
-                (fixed if option[3] in labels else single).append(option)
-            if len(fixed) > MAX_COMBINED:
-                single, fixed = by_host.get(name, []), []
-            bundles = [(1, o[0], (o,)) for o in single]
-            for r in range(1, min(wanted, len(fixed)) + 1):
-                for combo in itertools.combinations(fixed, r):
-                    servers = {s.uuid for o in combo for s in o[5]}
-                    bundles.append((r, len(servers), combo))
-            step = dict(best)
-            for freed, (cost, chosen) in best.items():
-                for r, more, combo in bundles:
-                    k = min(wanted, freed + r)
-                    total = cost + more
-                    if k not in step or total < step[k][0]:
-                        step[k] = (total, chosen + combo)
-            best = step
-        _, chosen = best[max(best)]
-        return sorted(chosen, key=options.index)
+    # -- the plan, in Placement -----------------------------------------
 
-    # -- moves --------------------------------------------------------------
+    def replay(self, plan):
+        """Write ``plan``'s moves, checking each; returns :class:`Move`."""
+        protected = frozenset(g for d, _ in plan.targets for g in d.gpus)
+        moves = []
+        for step, move in enumerate(plan.moves, 1):
+            server, host = move.server, move.host
+            body = _candidates(self.client,
+                               server.flavor.url(self.node[host]),
+                               server.flavor.flavor)
+            real = [self._candidate(c) for c in body['allocation_requests']]
+            if move.candidate not in real or any(
+                    c.gpus & protected for c in real):
+                raise errors.NvlinkError(
+                    'defrag: move %d (server %s to %s) does not replay in '
+                    'Placement as planned (a bug: please report it with '
+                    'the snapshot)' % (step, server.name, host))
+            current = self.client.get('/allocations/%s' % server.name,
+                                      version=CONSUMER_VERSION)
+            allocations = {}
+            for (rp, rc), amount in move.candidate.amounts:
+                allocations.setdefault(rp, {'resources': {}})[
+                    'resources'][rc] = amount
+            self.client.request('PUT', '/allocations/%s' % server.name, body={
+                'allocations': allocations,
+                'project_id': current['project_id'],
+                'user_id': current['user_id'],
+                'consumer_generation': current.get('consumer_generation')},
+                version=CONSUMER_VERSION, expect=(204,))
+            moves.append(Move(step, server.name, server.flavor.flavor,
+                              server.host, host, ', '.join(move.targets)))
+        return moves
 
-    def destination(self, server, protected):
-        """``(host, candidate, GPUs)`` on a suitable host, or None.
+    def free_count(self):
+        free = frozenset(state_mod.free_gpus(self.client))
+        return self.problem_.free_count(free)
 
-        :param protected: dict host -> set of addresses being freed.
-        """
-        body = _candidates(self.client, server.flavor)
-        states = [h for h in choice.by_host(body)
-                  if self._host_of(h.uuid) not in (None, server.host)]
-        for state, _ in sorted(zip(states, choice.weigh(states)),
-                               key=lambda sw: -sw[1]):
-            name = self._host_of(state.uuid)
-            before = self.free_domains(name)
-            fine = []
-            for candidate in state.candidates:
-                taken = {self.gpu_of[u][1] for u, a in
-                         candidate['allocations'].items() if u in self.gpu_of}
-                if taken & protected.get(name, set()) or self.free_domains(
-                        name, self.free[name] - taken) < before:
-                    break
-                fine.append((candidate, taken))
-            else:
-                # Every candidate there is fine: whichever Placement lists
-                # first (its order is arbitrary), Nova's pick is.
-                return (name,) + fine[0]
-        return None
-
-    def _host_of(self, node_uuid):
-        for name in self.order:
-            if self.uuid_of.get(name) == node_uuid:
-                return name
-        return None
-
-    def move(self, server, name, candidate, taken):
-        """Move ``server``'s allocations; returns what :meth:`undo` needs."""
-        current = self.client.get('/allocations/%s' % server.uuid,
-                                  version=CONSUMER_VERSION)
-        self._put(server, candidate['allocations'],
-                  current.get('consumer_generation'))
-        undo = (server.host, set(server.gpus), current['allocations'])
-        self.free[server.host].update(server.gpus)
-        self.free[name].difference_update(taken)
-        server.host, server.gpus = name, set(taken)
-        return undo
-
-    def undo(self, server, undo):
-        """Put ``server`` back where :meth:`move` found it."""
-        host, gpus, allocations = undo
-        current = self.client.get('/allocations/%s' % server.uuid,
-                                  version=CONSUMER_VERSION)
-        self._put(server, {rp: {'resources': a['resources']}
-                           for rp, a in allocations.items()},
-                  current.get('consumer_generation'))
-        self.free[server.host].update(server.gpus)
-        self.free[host].difference_update(gpus)
-        server.host, server.gpus = host, gpus
-
-    def _put(self, server, allocations, generation):
-        self.client.request('PUT', '/allocations/%s' % server.uuid, body={
-            'allocations': allocations, 'project_id': server.project_id,
-            'user_id': server.user_id, 'consumer_generation': generation},
-            version=CONSUMER_VERSION, expect=(204,))
+    def offered(self, query, freed):
+        """Each of ``freed`` (``(Domain, units)``) the N-GPU query offers."""
+        offered = []
+        sets = {}
+        for domain, units in freed:
+            host = domain.host
+            if host not in sets:
+                url = _Query(query.flavor, query.params).url(self.node[host])
+                sets[host] = [self._candidate(c).gpus for c in _candidates(
+                    self.client, url, query.flavor)['allocation_requests']]
+            if domain.mesh:
+                # Units of a mesh: as many as the GPUs its candidates use.
+                used = frozenset(g for s in sets[host] if s <= domain.gpus
+                                 for g in s)
+                fits = len(used) // self.size
+                offered.extend([domain.label] * min(units, fits))
+            elif domain.gpus in sets[host]:
+                offered.append(domain.label)
+        return offered
 
 
-def advise(client, hosts, queries, size, count):
+def advise(client, hosts, queries, size, count, nova_flavors=None,
+           limit=search_mod.SEARCH_STEPS):
     """Plan (and apply to ``client``, an embedded Placement) the moves.
 
+    :param hosts: topology :class:`Host` list.
     :param queries: :class:`Request` of every flavor (servers are matched
         to them; the one of ``size`` proves the result).
+    :param nova_flavors: optional dict server uuid -> flavor name, from
+        the compute API.
+    :param limit: steps of the exact search.
     :returns: :class:`Advice`.
+    :raises NvlinkError: Placement refuses a flavor's query.
     """
-    planner = _Planner(client, hosts, queries, size)
-    before = planner.total_free()
-    moves, freed, skipped = [], [], set()
-    protected = {}
-    while planner.total_free() < count:
-        options = planner.cheapest(skipped, count - planner.total_free())
-        if not options:
-            break
-        _, _, name, label, domain, servers = options[0]
-        if any(s.flavor is None for s in servers):
-            skipped.add((name, label))
-            continue
-        protected.setdefault(name, set()).update(domain)
-        plan = []
-        for server in servers:
-            found = planner.destination(server, protected)
-            if found is None:
-                break
-            source = server.host
-            plan.append((server, source, found[0],
-                         planner.move(server, *found)))
-        if len(plan) < len(servers):
-            planner.notes.append(
-                'domain %s: server %s fits on no other host (its flavor has '
-                'no suitable candidate): the domain is left as it is' % (
-                    label, servers[len(plan)].uuid))
-            for server, _, _, undo in reversed(plan):
-                planner.undo(server, undo)
-            skipped.add((name, label))
-            protected[name].difference_update(domain)
-            continue
-        freed.append(label)
-        for server, source, destination, _ in plan:
-            moves.append(Move(len(moves) + 1, server.uuid,
-                              server.flavor.flavor, source, destination,
-                              label))
-    offered = _offered(planner, queries, freed)
-    return Advice(size, count, moves, before, planner.total_free(), freed,
-                  offered, planner.notes)
-
-
-def _offered(planner, queries, freed):
-    """Labels of ``freed`` domains the N-GPU flavor's query offers."""
-    query = next(q for q in queries if q.size == planner.size)
-    body = _candidates(planner.client, query)
-    sets = {}
-    for candidate in body['allocation_requests']:
-        gpus = [planner.gpu_of[u] for u in candidate['allocations']
-                if u in planner.gpu_of]
-        if gpus:
-            sets.setdefault(gpus[0][0], []).append(
-                frozenset(a for _, a in gpus))
-    offered = []
-    for label in freed:
-        for name in planner.order:
-            host = planner.hosts[name]
-            domains = {v: k for k, v in host.fixed_domains(
-                planner.size).items()}
-            meshes = {v: k for k, v in host.meshes(planner.size).items()}
-            if label in domains and domains[label] in sets.get(name, []):
-                offered.append(label)
-            elif label in meshes and any(s <= meshes[label]
-                                         for s in sets.get(name, [])):
-                offered.append(label)
-    return offered
+    reader = _Reader(client, hosts, queries, size, nova_flavors)
+    problem = reader.problem()
+    before = problem.free_count(reader.free)
+    plan = search_mod.search(problem, count, limit)
+    moves = reader.replay(plan)
+    freed = []
+    for domain, units in plan.targets:
+        if domain.mesh:
+            units -= len(domain.gpus & reader.free) // size
+        elif domain.gpus <= reader.free:
+            units = 0
+        if units > 0:
+            freed.append((domain, units))
+    notes = list(reader.notes)
+    if not plan.exact:
+        notes.append('the plan is a heuristic one, not proven the fewest '
+                     'moves: %s (the exact search stops there)'
+                     % plan.reason)
+    query = next(q for q in queries if q.size == size)
+    offered = reader.offered(query, freed)
+    for domain, units in freed:
+        if domain.label not in offered:
+            notes.append(
+                '%s is free but the %d-GPU flavor is not offered it (%s: '
+                'its query finds no candidate there, e.g. the host lacks '
+                'the flavor\'s vCPUs, RAM or disk)' % (
+                    domain.label, size, query.flavor))
+    labels = [d.label for d, units in freed for _ in range(units)]
+    return Advice(size, count, moves, before, reader.free_count(), labels,
+                  offered, notes, plan.exact, reader.unmatched)

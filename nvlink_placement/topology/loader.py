@@ -21,6 +21,7 @@ from nvlink_placement import errors
 from nvlink_placement.topology import boards as catalog
 from nvlink_placement.topology import coverage
 from nvlink_placement.topology import laminar
+from nvlink_placement.topology import members
 from nvlink_placement.topology import model
 from nvlink_placement.topology import pci
 from nvlink_placement.topology import schema
@@ -270,13 +271,63 @@ class _Checker(object):
     def build(self, document):
         prefix = document.get('group_trait_prefix',
                               model.DEFAULT_TRAIT_PREFIX)
+        self.trait_prefix(prefix)
         boards = self.boards(document.get('boards', {}))
         hosts = {}
         for name, spec in document['hosts'].items():
             host = self.host(name, spec, boards, prefix)
             if host is not None:
                 hosts[name] = host
+        self.trait_lengths(hosts.values(), prefix)
         return model.Topology(self.source, prefix, hosts, self.warnings)
+
+    def trait_prefix(self, prefix):
+        """A prefix must make traits that read back one way only.
+
+        Size traits are ``<prefix><size>`` and member traits
+        ``<prefix><size>_MEMBER<index>`` (:mod:`.members`): after a prefix
+        ending in a digit, ``CUSTOM_NVL2`` + 4 is ``CUSTOM_NVL24``, which
+        is also ``CUSTOM_NVL`` + 24, and ``CUSTOM_NVL22_MEMBER0`` reads as
+        size 22. A prefix holding ``_MEMBER`` makes size traits that read
+        as member traits.
+        """
+        if prefix[-1:].isdigit():
+            self.problem(['group_trait_prefix'], (
+                '%s ends in a digit, so its traits read two ways (%s + 4 = '
+                '%s4, also a trait of size %s4; member trait %s2_MEMBER0 '
+                'reads as size %s2): end it with a letter or "_", e.g. %s_'
+                % (prefix, prefix, prefix, prefix[-1], prefix, prefix[-1],
+                   prefix)))
+        elif members.SEPARATOR in prefix:
+            self.problem(['group_trait_prefix'], (
+                '%s holds %s, which separates size and index in member '
+                'traits (%s2%s0): choose a prefix without it'
+                % (prefix, members.SEPARATOR, prefix, members.SEPARATOR)))
+
+    def trait_lengths(self, hosts, prefix):
+        """Every trait the topology makes fits Placement's 255 characters.
+
+        The group (size) traits and the member traits of every host, the
+        largest size and index included; the longest is named. nova-compute
+        writes the member traits from ``[pci] device_spec``: one too long
+        fails every provider update of that host.
+        """
+        longest, where = '', None
+        for host in hosts:
+            made = [t for g in host.groups for t in g.traits]
+            made += [t for ts in members.traits(host, prefix).values()
+                     for t in ts]
+            for trait in made:
+                if (len(trait), trait) > (len(longest), longest):
+                    longest, where = trait, host.name
+        if len(longest) > model.MAX_TRAIT_NAME:
+            self.problem(['group_trait_prefix'], (
+                'host %s makes trait %s, %d characters; Placement allows %d: '
+                'shorten the prefix to at most %d characters' % (
+                    where, longest if len(longest) <= 2 * model.MAX_TRAIT_NAME
+                    else documents.short(longest), len(longest),
+                    model.MAX_TRAIT_NAME,
+                    len(prefix) - len(longest) + model.MAX_TRAIT_NAME)))
 
     def boards(self, specs):
         result = {}
@@ -441,11 +492,6 @@ class _Checker(object):
                              'characters; Placement allows %d'
                              % (documents.short(group.name), len(group.name),
                                 model.MAX_PROVIDER_NAME))
-                break
-            if len(group.trait) > model.MAX_TRAIT_NAME:
-                self.problem(at, 'trait %s is longer than %d characters'
-                             % (documents.short(group.trait),
-                                model.MAX_TRAIT_NAME))
                 break
         for address in gpus:
             rp_name = pci.nova_provider_name(name, address)

@@ -62,6 +62,39 @@ def normalize_id(text):
     return '%04x' % int(match.group(1), 16)
 
 
+#: The largest address fields Nova 34 takes in a ``[pci] device_spec``
+#: address and in a device it matches (``nova/pci/devspec.py``
+#: ``MAX_DOMAIN``, ``MAX_BUS``, ``MAX_SLOT``, ``MAX_FUNC``).
+NOVA_MAX_FIELDS = (('domain', 0xffff), ('bus', 0xff), ('slot', 0x1f),
+                   ('function', 0x7))
+
+
+def nova_refusal(address):
+    """Why Nova 34 cannot pass through the GPU at ``address``, or None.
+
+    Nova parses every address of a ``[pci] device_spec`` entry with the
+    limits of :data:`NOVA_MAX_FIELDS` and refuses a larger field
+    (``PciConfigInvalidSpec``: nova-compute does not start); a device whose
+    own address is past them (a PCI domain above 0xffff, behind Intel VMD)
+    matches no entry and is skipped (``nova/pci/manager.py``
+    ``PciDevTracker._set_hvdevs``), so no entry can make it assignable.
+
+    :param address: canonical address (:func:`normalize_address`).
+    :returns: str naming the field, its value and Nova's limit.
+    """
+    domain, bus, rest = address.split(':')
+    slot, function = rest.split('.')
+    values = dict(zip(('domain', 'bus', 'slot', 'function'),
+                      (domain, bus, slot, function)))
+    for field, limit in NOVA_MAX_FIELDS:
+        value = int(values[field], 16)
+        if value > limit:
+            return ('PCI %s %#x is above %#x, the largest Nova accepts '
+                    '(nova/pci/devspec.py): Nova cannot pass this GPU '
+                    'through' % (field, value, limit))
+    return None
+
+
 def address_sort_key(address):
     """Sort key ordering canonical addresses numerically (domain first)."""
     domain, bus, rest = address.split(':')

@@ -174,7 +174,7 @@ class TestHelp(base.BaseTestCase):
 
     def test_help_is_plain_text(self):
         commands = _entry_points()
-        self.assertEqual(16, len(commands))
+        self.assertEqual(17, len(commands))
         for words in commands:
             result = cli.run(self, 'nvlink', *words + ['--help'])
             self.assertEqual(0, result.code, words)
@@ -669,12 +669,18 @@ class TestNewcomerTrial(base.BaseTestCase):
         result = cli.run(self, 'nvlink', 'nova-config', '--topology', path,
                          '--alias', 'h100', '--sizes', '1', '--ini')
         self.assertEqual(0, result.code, result.stderr)
+        # --ini is for programs too: every host named.
         self.assertIn(
             '#   hw:numa_nodes=1  (every 1-GPU domain sits on one NUMA node; '
             'the vCPUs and memory must fit that node; NUMA node unknown for '
-            '%s and 2 more)\n' % ', '.join(
-                'compute-%02d 0000:5d:00.0' % i for i in range(1, 11)),
+            '%s)\n' % ', '.join(
+                'compute-%02d 0000:5d:00.0' % i for i in range(1, 13)),
             result.stdout)
+        # A table for people names ten.
+        result = cli.run(self, 'nvlink', 'nova-config', '--topology', path,
+                         '--alias', 'h100', '--sizes', '1', '-c', 'reason')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('compute-10 0000:5d:00.0 and 2 more', result.stdout)
 
     def test_nova_config_judges_sizes_as_generate(self):
         message = ('size 3 refused: no NVLink domain of 3 GPUs in the '

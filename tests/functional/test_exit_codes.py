@@ -55,7 +55,7 @@ class TestUsageErrors(base.BaseTestCase):
         # the subprocess tests below prove the status reaches the shell.
         commands = nvlink_commands()
         self.assertIn(['nvlink', 'check'], commands)
-        self.assertEqual(16, len(commands))
+        self.assertEqual(17, len(commands))
         for argv in commands:
             name = ' '.join(argv)
             result = cli.run(self, *(argv + ['--topolgy', 'x']))

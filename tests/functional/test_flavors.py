@@ -147,12 +147,9 @@ class TestReshapedFlavors(_FlavorCase):
         alone, sent_alone = run_all(None)
         shared, sent_shared = run_all({})
         self.assertEqual(alone, shared)
-        # Per flavor: the query, the free GPUs, the compute nodes, the
-        # owners and one listing per member trait (none for one GPU, then
-        # 2 + 4 + 8); shared: the free GPUs and the owners once for the
-        # four flavors.
-        self.assertEqual(4 * 4 + 14, sent_alone)
-        self.assertEqual(4 * 4 + 14 - 2 * 3, sent_shared)
+        # Shared: the free GPUs and the owners are listed once for the
+        # four flavors, not once each.
+        self.assertEqual(sent_alone - 2 * 3, sent_shared)
 
     def test_b200_sets_are_the_adjacent_pairs(self):
         results = self.verify(B200_TOPOLOGY, 'b200', B200_RC,
@@ -535,6 +532,111 @@ class TestCli(oslo_base.BaseTestCase):
         self.assertEqual('compute-01 0 4\ncompute-02 0 4\n', out)
         self.assertIn('wrong.2x on compute-02: free NVLink domain '
                       'compute-02_nvlink-group-of-2-d', err)
+
+    def _no_match(self, *argv):
+        """Run ``flavor verify`` with ``argv``: (code, rows, stderr)."""
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'verify', *argv + (
+                '-f', 'value', '-c', 'flavor', '-c', 'host', '-c',
+                'candidates', '-c', 'status'))
+        return code, out.splitlines(), err
+
+    def h100_flavors(self):
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', base.H100_TOPOLOGY,
+            '--alias', 'h100', '--sizes', '1,2', '-f', 'json')
+        self.assertEqual(0, code, err)
+        return self.write('flavors.json', out)
+
+    def test_wrong_resource_class_proves_nothing(self):
+        # The hosts have free GPUs of the topology; VGPU matches none.
+        code, rows, err = self._no_match(
+            '--snapshot', self.snapshot, '--topology', base.H100_TOPOLOGY,
+            '--flavors', self.h100_flavors(), '--resource-class', 'VGPU')
+        self.assertEqual(1, code, err)
+        self.assertEqual(['gpu.h100.1x compute-01 0 no-match',
+                          'gpu.h100.1x compute-02 0 no-match',
+                          'gpu.h100.2x compute-01 0 no-match',
+                          'gpu.h100.2x compute-02 0 no-match'], rows)
+        self.assertIn('gpu.h100.2x on compute-02: no match, nothing proven: '
+                      'the query matches none of the 8 free GPUs of '
+                      'compute-02: none has a free unit of resource class '
+                      'VGPU, which alias h100 asks for', err)
+        self.assertNotIn('Traceback', err)
+
+    def test_flavors_of_another_gpu_model_prove_nothing(self):
+        # B200 flavors (class CUSTOM_PCI_10DE_2901, which the cloud has)
+        # against the H100 hosts: their free GPUs are of another class.
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', B200_TOPOLOGY,
+            '--alias', 'b200', '--sizes', '2', '-f', 'json')
+        flavors = self.write('b200.json', out)
+        code, rows, err = self._no_match(
+            '--snapshot', self.snapshot, '--topology', base.H100_TOPOLOGY,
+            '--flavors', flavors, '--resource-class', B200_RC, '--host',
+            'compute-01', '--host', 'compute-02')
+        self.assertEqual(1, code, err)
+        self.assertEqual(['gpu.b200.2x compute-01 0 no-match',
+                          'gpu.b200.2x compute-02 0 no-match'], rows)
+        self.assertIn('none has a free unit of resource class %s, which '
+                      'alias b200 asks for' % B200_RC, err)
+
+    def test_alias_of_a_class_placement_lacks_proves_nothing(self):
+        # [pci] alias a100 names an A100 (10de:20b5): no such class here.
+        aliases = self.write('aliases.json', json.dumps([{
+            'name': 'a100', 'vendor_id': '10de', 'product_id': '20b5'}]))
+        flavors = self.write('a100.yaml', (
+            '- name: gpu.a100.1x\n  vcpus: 16\n  ram: 131072\n'
+            '  disk: 100\n  extra_specs:\n'
+            '    "pci_passthrough:alias": "a100:1"\n'))
+        code, rows, err = self._no_match(
+            '--snapshot', self.snapshot, '--topology', base.H100_TOPOLOGY,
+            '--flavors', flavors, '--alias-config', aliases)
+        self.assertEqual(1, code, err)
+        self.assertEqual(['gpu.a100.1x compute-01 0 no-match',
+                          'gpu.a100.1x compute-02 0 no-match'], rows)
+        self.assertIn('No such resource class CUSTOM_PCI_10DE_20B5', err)
+
+    def test_snapshot_of_other_hosts_proves_nothing(self):
+        # The example snapshot holds compute-01 and compute-02 only.
+        code, out, err = self.openstack(
+            'nvlink', 'flavor', 'generate', '--topology', B200_TOPOLOGY,
+            '--alias', 'b200', '--sizes', '1', '-f', 'json')
+        flavors = self.write('b200.json', out)
+        code, rows, err = self._no_match(
+            '--snapshot', base.H100_SNAPSHOT, '--topology', B200_TOPOLOGY,
+            '--flavors', flavors, '--resource-class', H100_RC, '--host',
+            B200_HOST)
+        self.assertEqual(1, code, err)
+        self.assertEqual(['gpu.b200.1x %s 0 no-match' % B200_HOST], rows)
+        self.assertIn('gpu.b200.1x on %s: no match, nothing proven: no '
+                      'compute node resource provider named %s in Placement'
+                      % (B200_HOST, B200_HOST), err)
+
+    def test_a_busy_host_is_not_a_no_match(self):
+        # Every GPU of compute-02 in use: nothing to offer, nothing to
+        # prove wrong there; compute-01 still proves its domains.
+        document = snapshot.read_file(self.snapshot)
+        gpus = [p for p in document['resource_providers'] if (
+            p['name'].startswith('compute-02_') and
+            H100_RC in p.get('inventories', {}))]
+        self.assertEqual(8, len(gpus))
+        document.setdefault('allocations', {})['c0ffee00-0000-4000-8000-'
+                                               '000000000001'] = {
+            'allocations': {g['uuid']: {'resources': {H100_RC: 1}}
+                            for g in gpus},
+            'project_id': 'p', 'user_id': 'u'}
+        busy = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'busy.json')
+        snapshot.write_file(document, busy)
+        code, rows, err = self._no_match(
+            '--snapshot', busy, '--topology', base.H100_TOPOLOGY,
+            '--flavors', self.h100_flavors(), '--resource-class', H100_RC)
+        self.assertEqual(0, code, err)
+        self.assertEqual(['gpu.h100.1x compute-01 8 ok',
+                          'gpu.h100.1x compute-02 0 ok',
+                          'gpu.h100.2x compute-01 4 ok',
+                          'gpu.h100.2x compute-02 0 ok'], rows)
 
     def test_verify_needs_a_resource_class(self):
         flavors = self.write('f.json', '[]')

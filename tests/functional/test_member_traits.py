@@ -22,6 +22,7 @@ from nvlink_placement.topology import boards
 from nvlink_placement.topology import loader
 from nvlink_placement.topology import members
 from tests.functional import cli
+from tests import novalike
 
 RC = 'CUSTOM_PCI_10DE_2330'
 
@@ -68,11 +69,15 @@ class TestEveryBoard(base.BaseTestCase):
         self.assertEqual(0, result.code, result.stderr)
         return result
 
-    def verify_all(self, hosts):
+    def verify_all(self, hosts, prefix=None):
         """Run the whole flow on ``hosts``; returns (topology, rows)."""
         topology = self.path('topology.yaml')
+        document = {'version': 1, 'hosts': hosts}
+        if prefix:
+            document['group_trait_prefix'] = prefix
         with open(topology, 'w') as f:
-            yaml.safe_dump({'version': 1, 'hosts': hosts}, f)
+            # In the order given: the file order is part of the test.
+            yaml.safe_dump(document, f, sort_keys=False)
         flat, reshaped = self.path('flat.json'), self.path('reshaped.json')
         self.nvlink('snapshot', '--from-topology', topology,
                     '--resource-class', RC, '-o', flat)
@@ -90,8 +95,8 @@ class TestEveryBoard(base.BaseTestCase):
                              '--resource-class', RC, '-f', 'json')
         return loader.load(topology), json.loads(result.stdout), result
 
-    def assert_one_candidate_per_domain(self, hosts):
-        topology, rows, result = self.verify_all(hosts)
+    def assert_one_candidate_per_domain(self, hosts, prefix=None):
+        topology, rows, result = self.verify_all(hosts, prefix)
         checked = 0
         for row in rows:
             size = int(row['flavor'].split('.')[-1].rstrip('x'))
@@ -121,6 +126,51 @@ class TestEveryBoard(base.BaseTestCase):
         self.assertEqual((8, 2, 1), tuple(
             by[('cn-dgx-1-v100', 'gpu.gpu.%dx' % n)] for n in (2, 4, 8)))
 
+    def test_prefix_with_a_digit_before_its_last_character(self):
+        # CUSTOM_NVL2_ + 2 + _MEMBER0: the size is read after the prefix.
+        rows = self.assert_one_candidate_per_domain(
+            {'cn': board_host('hgx-h100-8gpu')}, prefix='CUSTOM_NVL2_')
+        self.assertEqual([('gpu.gpu.%dx' % n, c) for n, c in (
+            (1, 8), (2, 4), (4, 2), (8, 1))],
+            [(r['flavor'], r['candidates']) for r in rows])
+        with open(self.path('reshaped.json')) as f:
+            traits = {t for p in json.load(f)['resource_providers']
+                      for t in p.get('traits', ())}
+        self.assertLessEqual({'CUSTOM_NVL2_2', 'CUSTOM_NVL2_2_MEMBER0',
+                              'CUSTOM_NVL2_8_MEMBER7'}, traits)
+
+    def test_prefix_ending_in_a_digit_is_refused(self):
+        # Once, verify read CUSTOM_NVL22_MEMBER0 as size 22 and said a
+        # free pair was "never offered"; such a prefix is refused now.
+        topology = self.path('digit.yaml')
+        with open(topology, 'w') as f:
+            yaml.safe_dump({'version': 1, 'group_trait_prefix': 'CUSTOM_NVL2',
+                            'hosts': {'cn': board_host('hgx-h100-8gpu')}}, f)
+        fine = self.path('fine.yaml')
+        with open(fine, 'w') as f:
+            yaml.safe_dump({'version': 1, 'group_trait_prefix': 'CUSTOM_NVL',
+                            'hosts': {'cn': board_host('hgx-h100-8gpu')}}, f)
+        snap, flavors = self.path('flat.json'), self.path('flavors.json')
+        self.nvlink('snapshot', '--from-topology', fine, '--resource-class',
+                    RC, '-o', snap)
+        with open(flavors, 'w') as f:
+            f.write(self.nvlink('flavor', 'generate', '--topology', fine,
+                                '--alias', 'gpu', '-f', 'json').stdout)
+        why = ('%s: group_trait_prefix: CUSTOM_NVL2 ends in a digit, so its '
+               'traits read two ways' % topology)
+        for argv in (('topology', 'validate', topology),
+                     ('snapshot', '--from-topology', topology,
+                      '--resource-class', RC, '-o', self.path('x.json')),
+                     ('flavor', 'verify', '--topology', topology,
+                      '--flavors', flavors, '--snapshot', snap,
+                      '--resource-class', RC)):
+            result = cli.run(self, 'nvlink', *argv)
+            self.assertEqual((1, ''), (result.code, result.stdout), argv)
+            self.assertIn(why, result.stderr)
+            self.assertNotIn('never offered', result.stderr)
+            self.assertNotIn('Traceback', result.stderr)
+        self.assertFalse(os.path.exists(self.path('x.json')))
+
     def test_four_and_sixteen_gpu_boards(self):
         for count in (4, 16):
             names = [n for n in boards.names()
@@ -128,6 +178,24 @@ class TestEveryBoard(base.BaseTestCase):
             self.assertTrue(names)
             self.assert_one_candidate_per_domain(
                 {'cn-' + n: board_host(n) for n in names})
+
+    def test_gpus_listed_out_of_pci_order(self):
+        # Listed by module id, at addresses out of module order: a real
+        # HGX H100 map (tests.novalike.BOARD1) and, for the others, module
+        # m at 0000:<(m*k mod (n+1))*8>:00.0. A mere rotation or reversal
+        # would not do: it maps these boards' domains onto domains.
+        hosts = {'cn-hgx-h100-8gpu': {'board': 'hgx-h100-8gpu', 'gpus': {
+            a: m for a, m in sorted(novalike.BOARD1.items(),
+                                    key=lambda item: item[1])}}}
+        for name, k in (('dgx-1-v100', 2), ('hgx-a100-4gpu', 2)):
+            modules = sorted(boards.get(name).gpus)
+            hosts['cn-' + name] = {'board': name, 'gpus': {
+                '0000:%02x:00.0' % (8 * (m * k % (len(modules) + 1))): m
+                for m in modules}}
+        rows = self.assert_one_candidate_per_domain(hosts)
+        by = {(r['host'], r['flavor']): r['candidates'] for r in rows}
+        self.assertEqual((4, 2, 1), tuple(
+            by[('cn-hgx-h100-8gpu', 'gpu.gpu.%dx' % n)] for n in (2, 4, 8)))
 
     def test_lost_and_excluded_gpus_leave_the_other_domains_reachable(self):
         lost = board_host('hgx-h100-8gpu', skip=(8,))

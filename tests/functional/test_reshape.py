@@ -132,6 +132,38 @@ class TestReshapeExample(base.PlacementTestCase):
         self.assertEqual([act.SET_TRAITS], [a.action for a in adopted])
         self.assertEqual([], self.reshape().actions)
 
+    def test_stale_size_trait_is_removed(self):
+        # A quad group that also says CUSTOM_PCI_GROUP2 (a pair's trait,
+        # left by an older topology or a hand edit) would let a 2-GPU
+        # flavor's resourceless group land on the quad: two GPUs of
+        # different pairs.
+        self.reshape()
+        quad = self.client.get('/resource_providers?name=%s' % (
+            'compute-01_nvlink-group-of-4-a'))['resource_providers'][0]
+        traits = self.client.get('/resource_providers/%s/traits'
+                                 % quad['uuid'], version='1.6')
+        self.assertEqual(
+            {'CUSTOM_PCI_GROUP4', 'CUSTOM_OWNER_NVLINK_PLACEMENT'},
+            set(traits['traits']))
+        self.client.request(
+            'PUT', '/resource_providers/%s/traits' % quad['uuid'],
+            version='1.6', body={
+                'traits': traits['traits'] + ['CUSTOM_PCI_GROUP2'],
+                'resource_provider_generation':
+                    traits['resource_provider_generation']})
+        planned = self.reshape(apply=False).actions
+        self.assertEqual(
+            [(act.SET_TRAITS, 'compute-01_nvlink-group-of-4-a',
+              '-CUSTOM_PCI_GROUP2', (), ('CUSTOM_PCI_GROUP2',))],
+            [(a.action, a.provider, a.detail, tuple(a.add_traits),
+              tuple(a.remove_traits)) for a in planned])
+        self.assertEqual([], self.reshape().failures)
+        self.assertEqual(
+            {'CUSTOM_PCI_GROUP4', 'CUSTOM_OWNER_NVLINK_PLACEMENT'},
+            set(self.client.get('/resource_providers/%s/traits'
+                                % quad['uuid'], version='1.6')['traits']))
+        self.assertEqual([], self.reshape().actions)
+
     def test_obsolete_group_deleted_only_with_owner_trait(self):
         self.reshape()
         # Drop compute-01's groups: a topology with only compute-01 flat.

@@ -13,6 +13,7 @@ import fixtures
 from oslotest import base
 import yaml
 
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
 from nvlink_placement.placement import client as pc
@@ -190,7 +191,7 @@ class TestDefrag(_DefragFiles):
         super().setUp()
         topology = loader.load(fbase.H100_TOPOLOGY)
         self.hosts = topology.hosts
-        document = nova_tree.from_topology(topology, resource_class=RC)
+        document = as_configured.from_topology(topology, resource_class=RC)
         by_module = {name: {g.module_id: a for a, g in h.gpus.items()}
                      for name, h in self.hosts.items()}
         one = (16, 131072)
@@ -317,8 +318,11 @@ class TestDefrag(_DefragFiles):
     def test_flavors_of_another_tree(self):
         result = self.defrag(self.flat, '--size', '4', '--count', '1')
         self.assertEqual(1, result.code)
-        self.assertIn('Placement refused its query (No such trait(s): '
-                      'CUSTOM_PCI_GROUP4.)', result.stderr)
+        self.assertIn('compute-01, compute-02: the GPUs are on the flat '
+                      'tree (not reshaped), and the flavors file\'s flavors '
+                      'ask for NVLink domains: the servers there run '
+                      'upstream flavors: run defrag with --upstream',
+                      result.stderr)
 
 
 class TestDefragWeighsDomainsTogether(_DefragFiles):
@@ -333,7 +337,7 @@ class TestDefragWeighsDomainsTogether(_DefragFiles):
     def setUp(self):
         super().setUp()
         topology = loader.load(fbase.H100_TOPOLOGY)
-        document = nova_tree.from_topology(topology, resource_class=RC)
+        document = as_configured.from_topology(topology, resource_class=RC)
         module = {name: {g.module_id: a for a, g in h.gpus.items()}
                   for name, h in topology.hosts.items()}
         one, two = (16, 131072), (32, 262144)
@@ -354,12 +358,12 @@ class TestDefragWeighsDomainsTogether(_DefragFiles):
         result = self.defrag(self.reshaped, '--size', '4', '--count', '2',
                              '-f', 'json')
         self.assertEqual(0, result.code, result.stderr)
-        # Moving u and v for quad a frees quad b with it.
+        # Moving u and v frees both quads: each holds GPUs of both.
+        both = ('compute-02_nvlink-group-of-4-a, '
+                'compute-02_nvlink-group-of-4-b')
         self.assertEqual(
-            [('u', 'compute-02', 'compute-01',
-              'compute-02_nvlink-group-of-4-a'),
-             ('v', 'compute-02', 'compute-01',
-              'compute-02_nvlink-group-of-4-a')],
+            [('u', 'compute-02', 'compute-01', both),
+             ('v', 'compute-02', 'compute-01', both)],
             [(self.names[m['server']], m['source'], m['destination'],
               m['frees']) for m in json.loads(result.stdout)])
         self.assertIn('defrag: 0 free 4-GPU domain(s) before, 2 after 2 '

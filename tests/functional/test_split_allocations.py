@@ -31,6 +31,10 @@ SPLIT_PAIR = 'a1a1a1a1-0000-4000-8000-000000000001'     # modules 1, 2
 GOOD_PAIR = 'a1a1a1a1-0000-4000-8000-000000000002'      # modules 5, 7
 SPLIT_QUAD = 'a1a1a1a1-0000-4000-8000-000000000003'     # modules 3, 4, 6, 8
 SINGLE = 'a1a1a1a1-0000-4000-8000-000000000004'
+VF1 = 'a1a1a1a1-0000-4000-8000-000000000005'
+VF2 = 'a1a1a1a1-0000-4000-8000-000000000006'
+MIGRATION = 'a1a1a1a1-0000-4000-8000-000000000007'
+H100 = ('h100',)
 
 
 def gpu(module):
@@ -163,16 +167,20 @@ class TestSplitAllocations(base.PlacementTestCase):
         # Planning 2, free GPUs 2, the two multi-GPU servers 2.
         self.assertEqual(([SPLIT_PAIR, SPLIT_QUAD], {'GET': 2 + 2 + 2}),
                          self.split_with([
-                             servers.Server(SPLIT_PAIR, HOST, 2),
-                             servers.Server(SPLIT_QUAD, HOST, 4),
-                             servers.Server(SINGLE, HOST, 1),
-                             servers.Server('elsewhere', 'compute-99', 2)]))
+                             servers.Server(SPLIT_PAIR, HOST, 2, H100),
+                             servers.Server(SPLIT_QUAD, HOST, 4, H100),
+                             servers.Server(SINGLE, HOST, 1, H100),
+                             servers.Server('elsewhere', 'compute-99', 2,
+                                            H100)]))
 
     def test_nova_servers_unknown_flavor_is_read(self):
         self.as_nova_writes({SPLIT_PAIR: (1, 2), SINGLE: (5,)})
-        self.assertEqual(([SPLIT_PAIR], {'GET': 2 + 2 + 1}), self.split_with([
-            servers.Server(SPLIT_PAIR, HOST, None),
-            servers.Server(SINGLE, HOST, 1)]))
+        # Planning 2, free GPUs 2, the server of unknown flavor 1, and the
+        # 1-GPU server 1: no server read names what alias h100 gives.
+        self.assertEqual(([SPLIT_PAIR], {'GET': 2 + 2 + 1 + 1}),
+                         self.split_with([
+                             servers.Server(SPLIT_PAIR, HOST, None),
+                             servers.Server(SINGLE, HOST, 1, H100)]))
 
     def test_consumer_nova_does_not_list_is_found(self):
         # A consumer missing from the server list (a migration's, or one
@@ -186,8 +194,51 @@ class TestSplitAllocations(base.PlacementTestCase):
         self.assertEqual(([SPLIT_PAIR, SPLIT_QUAD],
                           {'GET': 2 + 2 + 1 + 1 + 2}),
                          self.split_with([
-                             servers.Server(SPLIT_PAIR, HOST, 2),
-                             servers.Server(SINGLE, HOST, 1)]))
+                             servers.Server(SPLIT_PAIR, HOST, 2, H100),
+                             servers.Server(SINGLE, HOST, 1, H100)]))
+
+    def test_one_device_servers_of_another_alias_hide_no_gpu(self):
+        # Two servers with one NIC VF each (alias vf: no GPU; VCPU and
+        # memory on the node) and a MIGRATION consumer, which Nova's
+        # server list does not name, holding GPUs of two pairs: 2 GPUs in
+        # use, 2 one-device servers. Only 1-GPU servers account for GPUs.
+        self.as_nova_writes({})
+        for vf in (VF1, VF2):
+            novalike.allocate(self.client, vf, {
+                self.names[HOST]: {'VCPU': 2, 'MEMORY_MB': 512}})
+        self.client.request(
+            'PUT', '/allocations/%s' % MIGRATION, version='1.38',
+            expect=(204,), body={
+                'allocations': dict(
+                    {self.names[gpu(m)]: {'resources': {novalike.GPU_RC: 1}}
+                     for m in (1, 2)},
+                    **{self.names[HOST]: {'resources': {'VCPU': 4}}}),
+                'project_id': 'p1', 'user_id': 'u1',
+                'consumer_generation': None, 'consumer_type': 'MIGRATION'})
+        listed = [servers.Server(VF1, HOST, 1, ('vf',)),
+                  servers.Server(VF2, HOST, 1, ('vf',))]
+        # Planning 2, free GPUs 2, one server of alias vf (it holds no
+        # GPU), then the node 1 and its two consumers not read yet 2.
+        self.assertEqual(([MIGRATION], {'GET': 2 + 2 + 1 + 1 + 2}),
+                         self.split_with(listed))
+        # Nova's and Placement's consumers agree.
+        self.assertEqual([MIGRATION], [f.consumer for f in run.run(
+            self.client, self.hosts, apply=False,
+            allocations=run.ALL_HOSTS).findings])
+        # A 1-GPU server of a GPU alias does account for one GPU: with
+        # the migration gone and a 1-GPU server in its place, nothing is
+        # read past the server of each alias.
+        self.client.request('DELETE', '/allocations/%s' % MIGRATION,
+                            expect=(204,))
+        novalike.allocate(self.client, SINGLE, {
+            self.names[gpu(5)]: {novalike.GPU_RC: 1},
+            self.names[HOST]: {'VCPU': 4}})
+        novalike.allocate(self.client, GOOD_PAIR, {
+            self.names[gpu(6)]: {novalike.GPU_RC: 1},
+            self.names[HOST]: {'VCPU': 4}})
+        self.assertEqual(([], {'GET': 2 + 2 + 2}), self.split_with(
+            listed + [servers.Server(SINGLE, HOST, 1, H100),
+                      servers.Server(GOOD_PAIR, HOST, 1, H100)]))
 
 
 class TestCommands(oslotest_base.BaseTestCase):

@@ -376,3 +376,57 @@ class TestMeshes(TestLoader):
         self.assertEqual([('F: hosts.h.groups', 'groups disagree with board '
                            'hgx-h100-4gpu mapped through the module ids; fix '
                            'the mapping or drop one of them')], found)
+
+
+class TestTraitPrefix(base.BaseTestCase):
+    """Traits the prefix makes read back one way and fit Placement."""
+
+    def prefix_problems(self, prefix, gpus=8):
+        """Problems of an HGX host of ``gpus`` GPUs under ``prefix``."""
+        board = {8: 'hgx-h100-8gpu', 16: 'hgx-2-16gpu'}[gpus]
+        doc = {'version': 1, 'group_trait_prefix': prefix, 'hosts': {
+            'h': {'board': board, 'gpus': {
+                '0000:%02x:00.0' % (8 * m): m for m in range(1, gpus + 1)}}}}
+        try:
+            loader.parse(doc, 'F')
+        except errors.TopologyError as exc:
+            return exc.problems
+        return []
+
+    def test_prefix_ending_in_a_digit_is_refused(self):
+        self.assertEqual([(
+            'F: group_trait_prefix',
+            'CUSTOM_NVL2 ends in a digit, so its traits read two ways '
+            '(CUSTOM_NVL2 + 4 = CUSTOM_NVL24, also a trait of size 24; '
+            'member trait CUSTOM_NVL22_MEMBER0 reads as size 22): end it '
+            'with a letter or "_", e.g. CUSTOM_NVL2_')],
+            self.prefix_problems('CUSTOM_NVL2'))
+        self.assertEqual([], self.prefix_problems('CUSTOM_NVL2_'))
+        self.assertEqual([], self.prefix_problems('CUSTOM_A100X'))
+
+    def test_prefix_holding_the_member_separator_is_refused(self):
+        self.assertEqual([(
+            'F: group_trait_prefix',
+            'CUSTOM_G_MEMBER holds _MEMBER, which separates size and index '
+            'in member traits (CUSTOM_G_MEMBER2_MEMBER0): choose a prefix '
+            'without it')], self.prefix_problems('CUSTOM_G_MEMBER'))
+
+    def test_every_trait_fits_placement(self):
+        # 8 GPUs: the longest trait is <prefix>8_MEMBER7, 9 more
+        # characters than the prefix; 16 GPUs: <prefix>16_MEMBER15, 11.
+        self.assertEqual([], self.prefix_problems('CUSTOM_' + 'A' * 239))
+        longest = 'CUSTOM_' + 'A' * 240 + '8_MEMBER7'
+        self.assertEqual(256, len(longest))
+        self.assertEqual([(
+            'F: group_trait_prefix',
+            'host h makes trait %s, 256 characters; Placement allows 255: '
+            'shorten the prefix to at most 246 characters' % longest)],
+            self.prefix_problems('CUSTOM_' + 'A' * 240))
+        self.assertEqual([], self.prefix_problems('CUSTOM_' + 'A' * 237,
+                                                  gpus=16))
+        longest = 'CUSTOM_' + 'A' * 238 + '16_MEMBER15'
+        self.assertEqual([(
+            'F: group_trait_prefix',
+            'host h makes trait %s, 256 characters; Placement allows 255: '
+            'shorten the prefix to at most 244 characters' % longest)],
+            self.prefix_problems('CUSTOM_' + 'A' * 238, gpus=16))

@@ -127,7 +127,7 @@ class TestMetrics(base.BaseTestCase):
                                ('kind', 'wrong-parent'))])
         self.assertEqual(1, m[('nvlink_placement_host_drift',
                                ('host', 'we"ird\\'), ('kind', 'unknown-gpu'))])
-        self.assertEqual(9, len([k for k in m
+        self.assertEqual(10, len([k for k in m
                                  if k[0] == 'nvlink_placement_drift']))
         self.assertEqual(1700000000.25, metrics.last_success(text))
         described = collections.Counter()

@@ -5,6 +5,7 @@ import os
 from oslotest import base
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.osc import snapshot as osc_snapshot
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
@@ -24,8 +25,8 @@ def topology(gpus):
 class TestFromTopology(base.BaseTestCase):
 
     def test_example_hosts(self):
-        document = nova_tree.from_topology(loader.load(H100),
-                                           resource_class=RC)
+        document = as_configured.from_topology(loader.load(H100),
+                                               resource_class=RC)
         providers = document['resource_providers']
         self.assertEqual(18, len(providers))
         self.assertEqual({}, document['allocations'])
@@ -56,11 +57,11 @@ class TestFromTopology(base.BaseTestCase):
                           'CUSTOM_PCI_GROUP8_MEMBER0', 'OWNER_NOVA'],
                          gpu['traits'])
         # Reproducible: the same input gives the same document.
-        self.assertEqual(document, nova_tree.from_topology(
+        self.assertEqual(document, as_configured.from_topology(
             loader.load(H100), resource_class=RC))
 
     def test_hosts_and_sizes(self):
-        document = nova_tree.from_topology(
+        document = as_configured.from_topology(
             loader.load(H100), ['compute-02'], resource_class=RC, vcpus=64,
             memory_mb=1024, disk_gb=10)
         self.assertEqual({'compute-02'}, {
@@ -71,7 +72,7 @@ class TestFromTopology(base.BaseTestCase):
             node['MEMORY_MB']['total'], node['DISK_GB']['total']))
 
     def test_resource_class_from_the_topology(self):
-        document = nova_tree.from_topology(topology({
+        document = as_configured.from_topology(topology({
             '0000:01:00.0': {'resource_class': 'CUSTOM_GPU_A'},
             '0000:02:00.0': {'vendor_id': '10de', 'device_id': '2901'},
             '0000:03:00.0': 1}), resource_class='CUSTOM_DEFAULT')
@@ -85,7 +86,7 @@ class TestFromTopology(base.BaseTestCase):
     def test_excluded_gpu_gets_no_provider(self):
         # A GPU in vGPU or MIG use is not in [pci] device_spec: Nova
         # reports no PCI provider for it.
-        document = nova_tree.from_topology(topology({
+        document = as_configured.from_topology(topology({
             '0000:01:00.0': 1,
             '0000:02:00.0': {'module_id': 2,
                              'excluded': 'vGPU in use (mdev parent)'}}),
@@ -94,14 +95,16 @@ class TestFromTopology(base.BaseTestCase):
                          [p['name'] for p in document['resource_providers']])
 
     def test_no_resource_class_is_an_error(self):
-        exc = self.assertRaises(errors.NvlinkError, nova_tree.from_topology,
+        exc = self.assertRaises(errors.NvlinkError,
+                                as_configured.from_topology,
                                 loader.load(H100))
         self.assertIn('%s: no resource class for compute-01 0000:19:00.0, '
                       % H100, str(exc))
         self.assertIn('and 11 more; give --resource-class', str(exc))
 
     def test_unknown_host(self):
-        exc = self.assertRaises(errors.NvlinkError, nova_tree.from_topology,
+        exc = self.assertRaises(errors.NvlinkError,
+                                as_configured.from_topology,
                                 loader.load(H100), ['compute-09'],
                                 resource_class=RC)
         self.assertEqual("%s: no host 'compute-09' in the topology (did "
@@ -109,7 +112,8 @@ class TestFromTopology(base.BaseTestCase):
                          str(exc))
 
     def test_bad_resource_class_is_found_by_validation(self):
-        exc = self.assertRaises(errors.NvlinkError, nova_tree.from_topology,
+        exc = self.assertRaises(errors.NvlinkError,
+                                as_configured.from_topology,
                                 topology({'0000:01:00.0': 1}),
                                 resource_class='PGPUS')
         self.assertIn("unknown standard resource class 'PGPUS'", str(exc))
@@ -126,7 +130,7 @@ class TestFromTopology(base.BaseTestCase):
 class TestSnapshotShape(base.BaseTestCase):
 
     def test_generated_snapshot_is_canonical(self):
-        document = nova_tree.from_topology(loader.load(H100),
-                                           resource_class=RC)
+        document = as_configured.from_topology(loader.load(H100),
+                                               resource_class=RC)
         self.assertEqual(document, snapshot.document(
             list(reversed(document['resource_providers'])), {}))

@@ -47,3 +47,24 @@ class TestNormalize(base.BaseTestCase):
                      'compute-01'):
             self.assertIsNone(pci.address_of_provider('compute-01', name),
                               name)
+
+
+class TestNovaRefusal(base.BaseTestCase):
+    """Nova 34's address limits (nova/pci/devspec.py MAX_DOMAIN ...)."""
+
+    def test_limits(self):
+        self.assertIsNone(pci.nova_refusal('ffff:ff:1f.7'))
+        self.assertIsNone(pci.nova_refusal('0000:19:00.0'))
+        self.assertEqual(
+            'PCI domain 0x10000 is above 0xffff, the largest Nova accepts '
+            '(nova/pci/devspec.py): Nova cannot pass this GPU through',
+            pci.nova_refusal('10000:01:00.0'))
+        # Hyper-V's 7-digit domains too.
+        self.assertIn('PCI domain 0x3f8cfdd is above 0xffff',
+                      pci.nova_refusal('3f8cfdd:00:00.0'))
+        # Fields normalize_address never gives, judged all the same.
+        for address, field in (('0000:100:00.0', 'bus 0x100'),
+                               ('0000:00:20.0', 'slot 0x20'),
+                               ('0000:00:00.8', 'function 0x8')):
+            self.assertIn('PCI %s is above' % field,
+                          pci.nova_refusal(address), address)

@@ -120,7 +120,32 @@ class TestValidate(base.BaseTestCase):
         return str(exc).splitlines()
 
     def test_valid(self):
-        snapshot.validate(example(), 's.json')
+        document = example()
+        self.assertIsNone(snapshot.validate(document, 's.json'))
+        self.assertEqual(example(), document)    # read, not rewritten
+        # Every part of it was read: the same document with one value of
+        # that part broken is refused, naming it.
+        for path, breaks, why in (
+                (['resource_providers', 0, 'aggregates', 0], 'nope',
+                 "resource_providers[0].aggregates[0]: 'nope' is not a "
+                 "uuid"),
+                (['resource_providers', 1, 'traits', 0], 'NOT_A_TRAIT',
+                 "resource_providers[1].traits[0]: unknown standard trait "
+                 "'NOT_A_TRAIT' (custom ones start with CUSTOM_)"),
+                (['resource_providers', 1, 'parent_provider_uuid'], OTHER,
+                 "resource_providers[1].parent_provider_uuid: parent %s of "
+                 "'compute-01_0000:4C:00.0' is not in the snapshot" % OTHER),
+                (['allocations', CONSUMER, 'allocations', CN, 'resources'],
+                 {'MEMORY_MB': 1},
+                 'allocations["%s"].allocations["%s"].resources.MEMORY_MB: '
+                 "provider 'compute-01' has no MEMORY_MB inventory"
+                 % (CONSUMER, CN))):
+            broken = example()
+            where = broken
+            for key in path[:-1]:
+                where = where[key]
+            where[path[-1]] = breaks
+            self.assertEqual(['s.json: ' + why], self.problems(broken))
 
     def test_total_zero(self):
         document = example()

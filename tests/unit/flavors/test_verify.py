@@ -204,8 +204,14 @@ class TestCheck(base.BaseTestCase):
         result = verify.check(pair_request(), HOSTS, body, {}, set(), None)
         self.assertEqual([('gpu.h100.2x', 'compute-01', 0, 0, 0, 0)],
                          [r[:6] for r in result.rows()])
-        self.assertEqual(['gpu.h100.2x: no compute node resource provider '
-                          'named compute-01 in Placement'], result.warnings)
+        # Nothing was proven there: a problem, not a warning.
+        self.assertEqual([], result.warnings)
+        self.assertFalse(result.ok)
+        self.assertEqual(['gpu.h100.2x on compute-01: no match, nothing '
+                          'proven: no compute node resource provider named '
+                          'compute-01 in Placement (a snapshot or cloud of '
+                          'other hosts? give --host to verify the topology '
+                          'hosts it has)'], result.problems)
 
 
 DGX1 = ['0000:%s:00.0' % b for b in ('06', '07', '0a', '0b', '85', '86',

@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -270,6 +271,48 @@ class TestOneBound(ScriptTest):
         self.assertLess(took, 5)
         self.assertEqual([], self.active())
 
+    def test_lock_wait_is_charged_to_the_deadline(self):
+        # The hook waits for the lock we hold, then FM hangs: what FM gets
+        # is what the wait left of fm_deadline, and the hook says both.
+        # Its own accounting is checked, not the clock of this machine.
+        self.hang('fmGetSupportedFabricPartitions')
+        self.env(NVLINK_HOOK_FM_DEADLINE='3', NVLINK_HOOK_LOCK_TIMEOUT='20')
+        lock_file = os.path.join(self.lock_dir, lock.LOCK_FILE)
+        with lock.HostLock(self.lock_dir, 1):
+            proc = subprocess.Popen(
+                [SCRIPT, NAME, 'prepare', 'begin', '-'],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE)
+            self.addCleanup(proc.kill)
+            proc.stdin.write(samples.domain_xml(gpus(1, 3)).encode())
+            proc.stdin.close()
+            fds = '/proc/%d/fd' % proc.pid
+            for _ in range(400):     # the hook opens the lock file to wait
+                if any(os.path.realpath(os.path.join(fds, fd)) == lock_file
+                       for fd in os.listdir(fds)):
+                    break
+                time.sleep(0.05)
+            else:
+                self.fail('the hook never opened %s' % lock_file)
+            time.sleep(0.6)
+        code = proc.wait(60)
+        out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+        proc.stdout.close()
+        proc.stderr.close()
+        self.assertEqual((1, ''), (code, out), err)
+        found = re.search(r'Fabric Manager did not answer while reading the '
+                          r'partitions \(fmGetSupportedFabricPartitions\) in '
+                          r'the ([0-9.]+) s left of fm_deadline \(3 s\) after '
+                          r'([0-9.]+) s waiting for another '
+                          r'nvlink-partition-hook: stopped waiting\n$', err)
+        self.assertIsNotNone(found, err)
+        left, waited = float(found.group(1)), float(found.group(2))
+        self.assertGreaterEqual(waited, 0.5, err)
+        # Each figure is rounded to 0.1 s: together at most the deadline.
+        self.assertLessEqual(left + waited, 3.1, err)
+        self.env(FAKE_NVFM_HANG='')
+        self.assertEqual([], self.active())
+
     def test_concurrent_starts_with_fabric_manager_hung(self):
         # Each start waits for the one ahead of it, stuck on FM: all are
         # refused within fm_deadline of their own start, not one after
@@ -313,6 +356,13 @@ class TestOneBound(ScriptTest):
                 self.assertTrue(
                     'until fm_deadline (3 s) passed' in err or
                     'waiting for another nvlink-partition-hook' in err, err)
+            # One that got the lock late had only the rest of its deadline
+            # for FM: its own figures say so (each rounded to 0.1 s).
+            late = re.search(r'in the ([0-9.]+) s left of fm_deadline '
+                             r'\(3 s\) after ([0-9.]+) s waiting', err)
+            if late:
+                self.assertLessEqual(
+                    float(late.group(1)) + float(late.group(2)), 3.1, err)
         self.env(FAKE_NVFM_HANG='')
         self.assertEqual([], self.active())
 

@@ -25,7 +25,26 @@ class TestTrust(base.BaseTestCase):
         return path
 
     def test_trusted_file(self):
-        trust.check(self.file('a', 'hook.conf'), 'configuration file')
+        path = self.file('a', 'hook.conf')
+        self.assertIsNone(trust.check(path, 'configuration file'))
+        # It read this file's owner and mode, and its directory's: the
+        # same path is refused once either is writable by others.
+        os.chmod(path, 0o646)
+        exc = self.assertRaises(trust.Untrusted, trust.check, path,
+                                'configuration file')
+        self.assertEqual("refusing configuration file %s: it is writable by "
+                         "others (mode 0646) (it must be root's and writable "
+                         "by root only)" % path, str(exc))
+        os.chmod(path, 0o644)
+        os.chmod(os.path.dirname(path), 0o775)
+        exc = self.assertRaises(trust.Untrusted, trust.check, path,
+                                'configuration file')
+        self.assertEqual("refusing configuration file %s: %s is writable by "
+                         "group (mode 0775) (it must be root's and writable "
+                         "by root only)" % (path, os.path.dirname(path)),
+                         str(exc))
+        os.chmod(os.path.dirname(path), 0o755)
+        self.assertIsNone(trust.check(path, 'configuration file'))
 
     def test_sticky_directory_writable_by_all(self):
         path = self.file('tmp', 'f')
@@ -58,7 +77,17 @@ class TestTrust(base.BaseTestCase):
                          % (path, os.stat('/').st_uid), str(exc))
 
     def test_missing_file_is_left_to_its_reader(self):
-        trust.check(os.path.join(self.tmp, 'absent', 'f'), 'f')
+        self.assertIsNone(trust.check(os.path.join(self.tmp, 'absent', 'f'),
+                                      'f'))
+        # The directories above it that exist are still read and judged.
+        shared = os.path.join(self.tmp, 'shared')
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        path = os.path.join(shared, 'absent', 'f')
+        exc = self.assertRaises(trust.Untrusted, trust.check, path, 'f')
+        self.assertEqual("refusing f %s: %s is writable by group and others "
+                         "(mode 0777) (it must be root's and writable by root "
+                         "only)" % (path, shared), str(exc))
 
 
 class TestLibrary(base.BaseTestCase):

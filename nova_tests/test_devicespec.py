@@ -1,0 +1,94 @@
+"""``snapshot --as-configured`` reads ``device_spec`` as Nova 34 does.
+
+:mod:`nvlink_placement.flavors.devicespec` (what ``--as-configured`` and
+``--from-topology`` use) against Nova's own ``nova.pci.whitelist.
+Whitelist`` (first matching entry) and ``pci_placement_translator.
+_get_traits_for_dev``, on the entries ``nova-config`` prints for hosts
+listed out of PCI order and on the other forms Nova accepts (globs,
+regexes, wildcards, traits to normalize), for every device of a grid of
+addresses and ids.
+"""
+
+import json
+
+import fixtures
+from nova.compute import pci_placement_translator
+from nova import exception
+from nova.pci import whitelist
+from nova import test
+
+from nova_tests import base
+from nvlink_placement import errors
+from nvlink_placement.flavors import devicespec
+
+OTHER_FORMS = [
+    {'vendor_id': '10de', 'product_id': '2330', 'address': '0000:19:00.0',
+     'traits': 'CUSTOM_PCI_GROUP2_MEMBER1,hw_gpu_x,COMPUTE_NODE'},
+    {'vendor_id': '10de', 'address': ':3b:00.', 'traits': 'one,two'},
+    {'vendor_id': '10de', 'product_id': '*', 'address': '*:5d:*.*',
+     'traits': 'CUSTOM_A'},
+    {'address': {'domain': '0000', 'bus': '[9a]b', 'slot': '00',
+                 'function': '0'}, 'traits': 'regex'},
+    {'vendor_id': '10de', 'product_id': '2331', 'traits': 'other_product'},
+    {'vendor_id': '15b3', 'live_migratable': 'yes'},
+    {'vendor_id': '10de', 'product_id': '2330', 'address': 'cb:00.0',
+     'traits': 'short'},
+    {'vendor_id': '10de', 'product_id': '2330'},
+]
+ADDRESSES = sorted({a for board in base.BOARDS.values() for a in board} |
+                   {'0001:19:00.0', '0000:19:00.1', '0000:ab:1f.7'})
+IDS = [('10de', '2330'), ('10de', '2331'), ('15b3', '101e')]
+
+
+class TestDeviceSpecLikeNova(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        # Nova's own tests stub this sysfs read (no such device here).
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+
+    def assert_same(self, values):
+        nova = whitelist.Whitelist(values)
+        ours = devicespec.parse(values)
+        checked = 0
+        for address in ADDRESSES:
+            for vendor, product in IDS:
+                spec = nova.device_assignable({
+                    'vendor_id': vendor, 'product_id': product,
+                    'address': address, 'parent_addr': None,
+                    'dev_type': 'type-PCI'})
+                entry = devicespec.first_match(ours, address, vendor,
+                                               product)
+                where = '%s %s:%s' % (address, vendor, product)
+                self.assertEqual(spec is None, entry is None, where)
+                if spec is not None:
+                    checked += 1
+                    self.assertEqual(
+                        pci_placement_translator._get_traits_for_dev(
+                            spec.tags), entry.traits(), where)
+        return checked
+
+    def test_nova_config_entries(self):
+        specs = base.device_specs()
+        for host, values in specs.items():
+            self.assertEqual(9, len(values), host)
+            self.assertGreater(self.assert_same(values), 8)
+
+    def test_other_forms_nova_accepts(self):
+        values = [json.dumps(e) for e in OTHER_FORMS]
+        self.assertGreater(self.assert_same(values), 20)
+        # As a JSON list in one value.
+        self.assert_same([json.dumps(OTHER_FORMS[:4])] +
+                         [json.dumps(e) for e in OTHER_FORMS[4:]])
+
+    def test_refused_alike(self):
+        for entry in ({'address': '10000:19:00.0'},
+                      {'address': '0000:19:20.0'},
+                      {'address': '0000:19:00.8'},
+                      {'address': 'a:b:c:d.0'}):
+            value = [json.dumps(dict(entry, vendor_id='10de'))]
+            self.assertRaises((exception.PciConfigInvalidSpec,
+                               exception.PciDeviceWrongAddressFormat),
+                              whitelist.Whitelist, value)
+            self.assertRaises(errors.NvlinkError, devicespec.parse, value)

@@ -1,0 +1,96 @@
+"""Write a tree of small text files, only those whose text changed.
+
+For generated configuration kept under version control or diffed in CI: a
+file whose text is already the same is not touched (its modification time
+stays), so a diff shows only real changes. Every target is checked before
+the first write (:func:`check`): a bad directory writes nothing. Each file
+is replaced atomically (:func:`nvlink_placement.textfile.write`).
+"""
+
+import os
+
+from nvlink_placement import errors
+from nvlink_placement import textfile
+
+WRITTEN = 'written'
+UNCHANGED = 'unchanged'
+
+
+def _target(directory, relative):
+    return os.path.join(directory, *relative.split('/'))
+
+
+def check(directory, relatives):
+    """Make sure every file can be written under ``directory``.
+
+    ``directory`` may be missing if its parent exists. Each folder on the
+    way to a file must be a folder (or missing), the file itself no folder,
+    and the deepest existing folder writable.
+
+    :raises NvlinkError: naming the path and what is wrong.
+    """
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise errors.NvlinkError('--output-dir %s is not a directory'
+                                 % directory)
+    parent = os.path.dirname(os.path.abspath(directory))
+    if not os.path.isdir(directory) and not os.path.isdir(parent):
+        raise errors.NvlinkError('--output-dir %s: its parent directory %s '
+                                 'does not exist' % (directory, parent))
+    for relative in relatives:
+        path = _target(directory, relative)
+        if os.path.isdir(path):
+            raise errors.NvlinkError('cannot write %s: it is a directory'
+                                     % path)
+        folder = os.path.dirname(path)
+        while not os.path.exists(folder):
+            folder = os.path.dirname(folder)
+        if not os.path.isdir(folder):
+            raise errors.NvlinkError('cannot write %s: %s is not a directory'
+                                     % (path, folder))
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise errors.NvlinkError('cannot write %s: directory %s is not '
+                                     'writable' % (path, folder))
+        if os.path.exists(path) and not os.access(path, os.R_OK):
+            raise errors.NvlinkError('cannot read %s to compare it'
+                                     % path)
+
+
+def write(directory, texts, mode=0o644):
+    """Write ``texts`` (relative path -> text) under ``directory``.
+
+    :returns: list of ``(path, WRITTEN or UNCHANGED)`` in ``texts`` order.
+    :raises NvlinkError: as :func:`check`, before anything is written; a
+        write that fails later names its file.
+    """
+    check(directory, list(texts))
+    done = []
+    for relative, text in texts.items():
+        path = _target(directory, relative)
+        if textfile.read(path) == text:
+            done.append((path, UNCHANGED))
+            continue
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError as exc:
+            raise errors.NvlinkError('cannot create %s: %s' % (
+                os.path.dirname(path), exc.strerror or exc))
+        textfile.write(path, text, mode)
+        done.append((path, WRITTEN))
+    return done
+
+
+def existing(directory):
+    """Relative ``/``-separated paths of the files under ``directory``.
+
+    Sorted; empty when it does not exist. Hidden files (a name starting
+    with ".") and folders are skipped.
+    """
+    found = []
+    for root, folders, names in os.walk(directory):
+        folders[:] = sorted(f for f in folders if not f.startswith('.'))
+        relative = os.path.relpath(root, directory)
+        for name in names:
+            if not name.startswith('.'):
+                found.append(name if relative == '.' else
+                             '/'.join(relative.split(os.sep) + [name]))
+    return sorted(found)

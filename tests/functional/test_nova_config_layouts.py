@@ -1,0 +1,291 @@
+"""``nova-config`` as an operator's deployment reads it, through the CLI.
+
+The printed ``[pci] device_spec`` entries are read here independently of
+the code under test: a host's list is every ``device_spec`` row whose
+service is ``nova-compute`` or names the host, in order, and a GPU takes
+the first entry whose ids match and whose address (if any) is its own
+(Nova's rule, ``nova/pci/whitelist.py``; proven with Nova's own code in
+``nova_tests/test_deploy_layouts.py``). Expected member traits are written
+out by hand (:mod:`tests.deploy_fixture`).
+"""
+
+import csv
+import io
+import json
+import os
+import re
+
+import fixtures
+from oslotest import base
+import yaml
+
+from tests import deploy_fixture as fx
+from tests.functional import cli
+
+SERVICE = re.compile(r'^nova-compute(?: \((.+)\))?$')
+
+
+def host_lists(rows, hosts):
+    """host -> its device_spec entries (dicts) from ``nova-config`` rows."""
+    lists = {h: [] for h in hosts}
+    for row in rows:
+        if (row['section'], row['option']) != ('pci', 'device_spec'):
+            continue
+        match = SERVICE.match(row['service'])
+        assert match, row['service']
+        names = match.group(1).split(', ') if match.group(1) else hosts
+        for name in names:
+            lists[name].append(json.loads(row['value']))
+    return lists
+
+
+def first_match(entries, address):
+    for entry in entries:
+        if (entry.get('vendor_id') == fx.VENDOR_ID and
+                entry.get('product_id') == fx.PRODUCT_ID and
+                entry.get('address', address) == address):
+            return entry
+    return None
+
+
+class Base(base.BaseTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def nova_config(self, *args, topology=fx.TOPOLOGY):
+        return cli.run(self, 'nvlink', 'nova-config', '--topology', topology,
+                       '--alias', 'h100', *args)
+
+    def rows(self, *args, **kw):
+        result = self.nova_config('-f', 'json', *args, **kw)
+        self.assertEqual(0, result.code, result.stderr)
+        return json.loads(result.stdout)
+
+
+class TestEntries(Base):
+
+    def test_every_gpu_first_matches_its_own_entry(self):
+        lists = host_lists(self.rows(), list(fx.HOSTS))
+        for host, gpus in fx.MEMBER_TRAITS.items():
+            for address, traits in gpus.items():
+                entry = first_match(lists[host], address)
+                self.assertIsNotNone(entry, (host, address))
+                self.assertEqual(
+                    list(traits), sorted(filter(None, entry.get(
+                        'traits', '').split(','))), (host, address))
+
+    def test_excluded_gpus_match_no_entry(self):
+        for dialect in ('mosk', 'upstream'):
+            lists = host_lists(self.rows('--dialect', dialect),
+                               list(fx.HOSTS))
+            for host, addresses in fx.EXCLUDED.items():
+                # No generic entry on such a host, only addresses.
+                self.assertTrue(all('address' in e for e in lists[host]),
+                                (dialect, host, lists[host]))
+                for address in addresses:
+                    self.assertIsNone(first_match(lists[host], address),
+                                      (dialect, host, address))
+                for address in fx.MEMBER_TRAITS[host]:
+                    self.assertIsNotNone(first_match(lists[host], address),
+                                         (dialect, host, address))
+            # The other hosts keep the generic entry, last.
+            for host in ('pairs-01', 'hgx-02'):
+                self.assertEqual({'vendor_id': fx.VENDOR_ID,
+                                  'product_id': fx.PRODUCT_ID},
+                                 lists[host][-1], (dialect, host))
+
+    def test_machine_output_names_every_host(self):
+        document = yaml.safe_load(open(fx.TOPOLOGY))
+        hgx = document['hosts']['hgx-02']
+        names = ['gpu-%02d' % i for i in range(1, 13)]
+        path = os.path.join(self.tmp, 'twelve.yaml')
+        with open(path, 'w') as f:
+            # JSON (also YAML): no anchors for the shared host.
+            json.dump({'version': 1, 'hosts': {n: hgx for n in names}}, f)
+        full = 'nova-compute (%s)' % ', '.join(names)
+        readers = {
+            'json': lambda text: [r['service'] for r in json.loads(text)],
+            'yaml': lambda text: [r['service']
+                                  for r in yaml.safe_load(text)],
+            'csv': lambda text: [r[0] for r in csv.reader(
+                io.StringIO(text))][1:],
+            'value': str.splitlines}
+        for fmt, read in readers.items():
+            result = self.nova_config('-f', fmt, '-c', 'service',
+                                      topology=path)
+            self.assertEqual(0, result.code, result.stderr)
+            services = read(result.stdout)
+            self.assertEqual(8, services.count(full), (fmt, services))
+            self.assertNotIn(' more', result.stdout, fmt)
+        ini = self.nova_config('--ini', topology=path)
+        self.assertIn('# nova.conf on %s\n' % full, ini.stdout)
+        self.assertNotIn(' more', ini.stdout)
+        # A table, for people, names ten.
+        table = self.nova_config('-c', 'service', topology=path)
+        self.assertIn('gpu-10 and 2 more', table.stdout)
+
+    def test_gpu_nova_cannot_pass_through_is_refused(self):
+        path = os.path.join(self.tmp, 'vmd.yaml')
+        gpu = {'vendor_id': '10de', 'device_id': '2330'}
+        with open(path, 'w') as f:
+            json.dump({'version': 1, 'hosts': {'vmd-01': {'gpus': {
+                '10000:01:00.0': gpu, '0000:41:00.0': gpu,
+                '10001:02:00.0': dict(gpu, excluded='behind VMD')}}}}, f)
+        key = '%s: hosts.vmd-01.gpus["10000:01:00.0"]: PCI domain 0x10000 ' \
+              'is above 0xffff' % path
+        for argv in (('topology', 'validate', path),
+                     ('nova-config', '--topology', path, '--alias', 'h100'),
+                     ('nova-config', '--topology', path, '--alias', 'h100',
+                      '--output-dir', os.path.join(self.tmp, 'out'),
+                      '--layout', 'kolla')):
+            result = cli.run(self, 'nvlink', *argv)
+            self.assertEqual(1, result.code, argv)
+            self.assertEqual('', result.stdout, argv)
+            self.assertIn(key, result.stderr, argv)
+            # The excluded one is not passed through: no problem.
+            self.assertNotIn('10001:02:00.0', result.stderr, argv)
+            self.assertNotIn('Traceback', result.stderr, argv)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, 'out')))
+
+
+KOLLA = ['nova/pairs-01/nova.conf', 'nova/hgx-01/nova.conf',
+         'nova/hgx-02/nova.conf', 'nova/mig-01/nova.conf',
+         'nova/nova-compute.conf', 'nova/nova-api.conf',
+         'nova/nova-scheduler.conf', 'nova/nova-conductor.conf',
+         'nova/nova-super-conductor.conf']
+OSA = ['host_vars/pairs-01.yml', 'host_vars/hgx-01.yml',
+       'host_vars/hgx-02.yml', 'host_vars/mig-01.yml',
+       'group_vars/nova_api_os_compute.yml', 'group_vars/nova_scheduler.yml',
+       'group_vars/nova_conductor.yml']
+CONFIG_DIR = ['hosts/%s/nova-compute.conf.d/nvlink-placement.conf' % h
+              for h in fx.HOSTS] + [
+    'services/%s.conf.d/nvlink-placement.conf' % s
+    for s in ('nova-api', 'nova-scheduler', 'nova-conductor')]
+
+
+class TestOutputDir(Base):
+
+    def write(self, layout, *args, **kw):
+        return self.nova_config('--output-dir', self.out, '--layout', layout,
+                                *args, **kw)
+
+    def setUp(self):
+        super().setUp()
+        self.out = os.path.join(self.tmp, 'out')
+
+    def test_each_layout_writes_its_files_then_keeps_them(self):
+        for layout, files in (('kolla', KOLLA), ('openstack-ansible', OSA),
+                              ('config-dir', CONFIG_DIR)):
+            self.out = os.path.join(self.tmp, layout)
+            paths = [os.path.join(self.out, *f.split('/')) for f in files]
+            result = self.write(layout)
+            self.assertEqual((0, ''), (result.code, result.stdout), layout)
+            self.assertEqual(['written: %s' % p for p in paths],
+                             result.stderr.splitlines(), layout)
+            for path in paths:
+                os.utime(path, (1000000000, 1000000000))
+            listing = self.write(layout, '-f', 'json')
+            self.assertEqual(0, listing.code, listing.stderr)
+            self.assertEqual(['unchanged: %s' % p for p in paths],
+                             listing.stderr.splitlines(), layout)
+            rows = json.loads(listing.stdout)
+            self.assertEqual(
+                [(p, layout, 'unchanged') for p in paths],
+                [(r['file'], r['layout'], r['status']) for r in rows])
+            self.assertEqual(list(fx.HOSTS) + [None] * (len(files) - 4),
+                             [r['host'] for r in rows])
+            self.assertEqual([1000000000] * len(paths),
+                             [int(os.stat(p).st_mtime) for p in paths])
+
+    def test_a_changed_host_rewrites_its_file_only(self):
+        self.assertEqual(0, self.write('kolla').code)
+        document = yaml.safe_load(open(fx.TOPOLOGY))
+        document['hosts']['hgx-02']['gpus']['0000:9b:00.0'][
+            'excluded'] = 'MIG mode enabled (nvidia-smi)'
+        path = os.path.join(self.tmp, 'changed.yaml')
+        with open(path, 'w') as f:
+            yaml.safe_dump(document, f)
+        result = self.write('kolla', topology=path)
+        self.assertEqual(0, result.code, result.stderr)
+        written = [line.split(': ', 1)[1][len(self.out) + 1:]
+                   for line in result.stderr.splitlines()
+                   if line.startswith('written: ')]
+        self.assertEqual(['nova/hgx-02/nova.conf'], written)
+        with open(os.path.join(self.out, 'nova', 'hgx-02', 'nova.conf')) as f:
+            text = f.read()
+        self.assertNotIn('0000:9b:00.0', text)
+        self.assertNotIn('"product_id": "2330"}\n', text)
+
+    def test_the_generic_entry_is_in_no_shared_file(self):
+        for layout, files in (('kolla', KOLLA), ('config-dir', CONFIG_DIR),
+                              ('openstack-ansible', OSA)):
+            self.out = os.path.join(self.tmp, layout)
+            self.assertEqual(0, self.write(layout).code)
+            for name in files:
+                with open(os.path.join(self.out, name)) as f:
+                    text = f.read()
+                shared = not any('/%s/' % h in '/' + name or
+                                 '/%s.yml' % h in name for h in fx.HOSTS)
+                self.assertEqual(not shared, 'device_spec' in text,
+                                 (layout, name))
+
+    def test_a_host_gone_from_the_topology_is_named_not_removed(self):
+        self.assertEqual(0, self.write('openstack-ansible').code)
+        gone = os.path.join(self.out, 'host_vars', 'old-09.yml')
+        with open(gone, 'w') as f:
+            f.write('nova_nova_conf_overrides: {}\n')
+        result = self.write('openstack-ansible', '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(
+            {'file': gone, 'layout': 'openstack-ansible', 'host': 'old-09',
+             'service': 'nova-compute', 'status': 'stale'},
+            json.loads(result.stdout)[-1])
+        self.assertIn('stale: %s (a host the topology does not have; left '
+                      'as it is' % gone, result.stderr)
+        self.assertTrue(os.path.exists(gone))
+        # With --host the other hosts' files are not judged.
+        result = self.write('openstack-ansible', '--host', 'hgx-01')
+        self.assertNotIn('stale', result.stderr)
+
+    def test_bad_directories_write_nothing(self):
+        blocker = os.path.join(self.tmp, 'file')
+        open(blocker, 'w').close()
+        cases = [
+            (blocker, '--output-dir %s is not a directory' % blocker),
+            (os.path.join(self.tmp, 'no', 'such'),
+             '--output-dir %s: its parent directory %s does not exist'
+             % (os.path.join(self.tmp, 'no', 'such'),
+                os.path.join(self.tmp, 'no'))),
+        ]
+        for out, message in cases:
+            self.out = out
+            result = self.write('kolla')
+            self.assertEqual((1, '', message + '\n'),
+                             (result.code, result.stdout, result.stderr))
+        # A file where a host's folder must go: checked before any write.
+        self.out = os.path.join(self.tmp, 'partly')
+        os.makedirs(os.path.join(self.out, 'nova'))
+        open(os.path.join(self.out, 'nova', 'mig-01'), 'w').close()
+        result = self.write('kolla')
+        self.assertEqual(1, result.code)
+        self.assertIn('cannot write %s' % os.path.join(
+            self.out, 'nova', 'mig-01', 'nova.conf'), result.stderr)
+        self.assertEqual(['mig-01'], os.listdir(os.path.join(self.out,
+                                                             'nova')))
+
+    def test_usage_errors(self):
+        for args, message in (
+                (('--output-dir', self.out), '--output-dir DIR and --layout '
+                 'LAYOUT go together'),
+                (('--layout', 'kolla'), '--output-dir DIR and --layout '
+                 'LAYOUT go together'),
+                (('--output-dir', self.out, '--layout', 'kolla', '--ini'),
+                 '--ini prints config fragments; --output-dir writes files'),
+                (('--output-dir', self.out, '--layout', 'puppet'),
+                 "invalid choice: 'puppet'")):
+            result = self.nova_config(*args)
+            self.assertEqual(3, result.code, args)
+            self.assertIn(message, result.stderr, args)
+        self.assertFalse(os.path.exists(self.out))
