@@ -399,13 +399,15 @@ class VerifyFlavors(commands.Lister):
                                          nova) for f in flavors]
             self.app.stderr.write('flavor verify: %s\n' % nova.describe())
             providers = verify.read_providers(client)
+            listings = {}
             for query in queries:
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
                          query.display)
                 results.append(verify.verify(
                     client, query, hosts, providers,
                     only=bool(parsed_args.host),
-                    others=list(topology.hosts.values())))
+                    others=list(topology.hosts.values()),
+                    listings=listings))
         for result in results:
             self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:

@@ -62,6 +62,19 @@ def placement(app, parsed_args):
         app.stderr.write(snapshot_written(save, embedded_placement.saved))
 
 
+def tables(client):
+    """The embedded Placement whose tables commands use directly, or None.
+
+    The one behind ``client`` (``--snapshot``); None for a live cloud, or
+    a schema revision :mod:`nvlink_placement.placement.snapshot_db` does
+    not know (then everything goes through the API).
+    """
+    embedded_placement = getattr(client, 'placement', None)
+    if embedded_placement is not None and embedded_placement.writes_tables:
+        return embedded_placement
+    return None
+
+
 def snapshot_written(path, document):
     """The line saying a snapshot file was written, and what it holds."""
     return '%s: %s, %s\n' % (

@@ -72,8 +72,10 @@ def add_apply_arguments(parser):
     parser.add_argument('--workers', type=usage.positive_int,
                         default=DEFAULT_WORKERS,
                         metavar='N',
-                        help='Hosts applied in parallel (default %d).'
-                             % DEFAULT_WORKERS)
+                        help='Hosts applied in parallel (default %d; '
+                             'with --snapshot the whole plan is written '
+                             'to the embedded Placement\'s tables in one '
+                             'transaction instead).' % DEFAULT_WORKERS)
     offline.add_placement_arguments(parser, exclusive=exclusive)
     live.add_retry_arguments(parser)
 
@@ -106,7 +108,8 @@ class _PlanCommand(commands.Lister):
                                  on_action=tracker.action,
                                  on_host=tracker.host,
                                  more_hosts=more_hosts,
-                                 allocations=allocations)
+                                 allocations=allocations,
+                                 tables=offline.tables(client))
             finally:
                 if tracker.bar is not None:
                     tracker.bar.close()
@@ -363,7 +366,8 @@ class Check(_PlanCommand):
                              more_hosts=outside if parsed_args.all else None,
                              allocations=run.ALL_HOSTS, members=True,
                              servers=servers,
-                             free=bool(parsed_args.prometheus_textfile))
+                             free=bool(parsed_args.prometheus_textfile),
+                             tables=offline.tables(client))
             report_retries(client)
         context = repair.Context(
             os.path.abspath(parsed_args.topology), topology_names,

@@ -13,8 +13,10 @@ eventlet: a scheduler round trip per query on a busy machine).
 
 Snapshots are bulk-loaded into Placement's tables
 (:mod:`nvlink_placement.placement.snapshot_db`) and exported the same
-way; for a schema revision that module does not know, both go through the
-API instead, with a warning.
+way, and the offline ``check`` and ``reshape`` read and write them
+directly (:meth:`EmbeddedPlacement.state`, :meth:`allocations`,
+:mod:`nvlink_placement.plan.bulk`); for a schema revision that module
+does not know, all of it goes through the API instead, with a warning.
 
 The wide-tree settings from DESIGN.md section 5 are on, so allocation
 candidate queries over many identical GPUs cannot hang the tool:
@@ -166,6 +168,32 @@ class EmbeddedPlacement(object):
             return
         with self.client.lock:
             snapshot_db.load(self.engine, document)
+
+    @property
+    def writes_tables(self):
+        """Whether the tables are read and written directly.
+
+        By :mod:`snapshot_db` and :mod:`nvlink_placement.plan.bulk`: a
+        schema revision they know.
+        """
+        return not self._bulk
+
+    def state(self, traits, trait_prefixes=()):
+        """The planning :class:`State`, from the tables.
+
+        :func:`snapshot_db.state`; needs :attr:`writes_tables`.
+        """
+        with self.client.lock:
+            return snapshot_db.state(self.engine, traits, trait_prefixes)
+
+    def allocations(self, uuids):
+        """``{rp uuid: {consumer: {rc: used}}}`` of ``uuids``.
+
+        From the tables (:func:`snapshot_db.allocations`; needs
+        :attr:`writes_tables`).
+        """
+        with self.client.lock:
+            return snapshot_db.allocations(self.engine, uuids)
 
     def export(self, hosts=None, left_out=None):
         """The snapshot of ``hosts``, or of every tree it holds.

@@ -6,6 +6,7 @@ from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import reads
 from nvlink_placement.placement import state as state_mod
+from nvlink_placement.plan import bulk
 from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
 from nvlink_placement.topology import pci
@@ -89,7 +90,7 @@ def hosts_outside(state, names):
 
 
 def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
-                  members=False, servers=None, free=False):
+                  members=False, servers=None, free=False, tables=None):
     """Read Placement (constant requests plus a few inventories) and plan.
 
     :param more_hosts: optional callable(state, names) returning more
@@ -106,13 +107,20 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
         when no allocation is read; the allocation reads use the same
         listing, so it costs nothing more when they run (``check``'s
         capacity metrics).
+    :param tables: an entered ``EmbeddedPlacement`` whose tables the
+        providers, their traits and the allocations are read from in a
+        few queries (``--snapshot``), or None.
     :returns: ``(state, plan)``.
     :raises PlacementError: server older than microversion 1.37.
     :raises PlanError: the plan is invalid; nothing was written.
     """
-    current = state_mod.read(
-        client, planner.traits_to_query(desired_hosts, members),
-        trait_prefixes=[naming.MARKER_PREFIX], version=pc.WRITE_VERSION)
+    traits = planner.traits_to_query(desired_hosts, members)
+    if tables is not None:
+        current = tables.state(traits, trait_prefixes=[naming.MARKER_PREFIX])
+    else:
+        current = state_mod.read(client, traits,
+                                 trait_prefixes=[naming.MARKER_PREFIX],
+                                 version=pc.WRITE_VERSION)
     if more_hosts is not None:
         desired_hosts = desired_hosts + more_hosts(
             current, {h.name for h in desired_hosts})
@@ -126,7 +134,7 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
             changed = {a.host for a in plan.actions}
             hosts = [h for h in hosts if h.name in changed]
         load_gpu_allocations(client, current, hosts, servers,
-                             free=current.free)
+                             free=current.free, tables=tables)
         plan.findings.extend(planner.split_allocations(current, hosts))
     return current, plan
 
@@ -135,7 +143,8 @@ def read_and_plan(client, desired_hosts, more_hosts=None, allocations=None,
 READ_WORKERS = 4
 
 
-def load_gpu_allocations(client, state, hosts, servers=None, free=None):
+def load_gpu_allocations(client, state, hosts, servers=None, free=None,
+                         tables=None):
     """Load the allocations of the GPUs in use on ``hosts``.
 
     Only hosts with two GPUs in use or more can hold a split allocation,
@@ -165,22 +174,33 @@ def load_gpu_allocations(client, state, hosts, servers=None, free=None):
         known).
     :param free: the free GPUs already listed (uuids), or None: listed
         here.
+    :param tables: an entered ``EmbeddedPlacement`` (``--snapshot``): the
+        same allocations are read from its tables in one query instead of
+        the reads above.
     """
     if not hosts:
         return
     if free is None:
         free = state_mod.free_gpus(client)
     busy_hosts = []
+    from_tables = set()
     for host in hosts:
         busy = {state.by_name[n].uuid for n in host.gpus
                 if n in state.by_name and state.by_name[n].uuid not in free}
         node = state.by_name.get(host.name)
         if len(busy) < 2:
             continue
+        if tables is not None:
+            from_tables |= busy
+            continue
         if node is None or node.parent_uuid is not None:
             state_mod.load_allocations(client, state, busy)
             continue
         busy_hosts.append((host.name, node.uuid, busy))
+    if tables is not None:
+        state.allocations.update(tables.allocations(
+            from_tables - set(state.allocations)))
+        return
     in_use = set().union(*(b for _, _, b in busy_hosts))
     held = {}
     if servers is not None:
@@ -251,16 +271,27 @@ def _consumer_reads(client, consumers):
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         on_host=None, more_hosts=None, allocations=None, members=False,
-        servers=None, free=False):
+        servers=None, free=False, tables=None):
     """Read Placement, plan, and apply unless ``apply`` is False.
 
     ``allocations``, ``members``, ``servers``, ``free``: see
     :func:`read_and_plan`.
+
+    :param tables: an entered ``EmbeddedPlacement`` whose tables
+        (``writes_tables``) the allocations are read from and the plan is
+        written to in one transaction (:mod:`.bulk`; ``--snapshot``), or
+        None: through the API (:mod:`.executor`).
     """
     current, plan = read_and_plan(client, desired_hosts, more_hosts,
-                                  allocations, members, servers, free)
+                                  allocations, members, servers, free,
+                                  tables)
     if not apply or not plan.actions:
         return Result(plan.actions, plan.findings, [], False, current)
-    failures = executor.apply(client, plan.actions, current, workers=workers,
+    if tables is not None:
+        failures = bulk.apply(tables, plan.actions, current,
                               on_action=on_action, on_host=on_host)
+    else:
+        failures = executor.apply(client, plan.actions, current,
+                                  workers=workers, on_action=on_action,
+                                  on_host=on_host)
     return Result(plan.actions, plan.findings, failures, True, current)

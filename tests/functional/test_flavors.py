@@ -128,6 +128,29 @@ class TestReshapedFlavors(_FlavorCase):
         self.assertEqual({0}, {h.duplicates for r in results.values()
                                for h in r.hosts})
 
+    def test_listings_shared_by_flavors_give_the_same_verdicts(self):
+        # flavor verify shares one listings dict between its flavors: the
+        # free GPUs and the owner listing are asked once, the verdicts
+        # are those of flavors verified one by one.
+        hosts = list(loader.load(base.H100_TOPOLOGY).hosts.values())
+        aliases = {'h100': request.Alias('h100', H100_RC)}
+        queries = [request.build(request.flavor_from_dict(f), aliases)
+                   for f in self.generated(base.H100_TOPOLOGY, 'h100')]
+        providers = verify.read_providers(self.client)
+
+        def run_all(listings):
+            before = self.client.requests['GET']
+            results = [verify.verify(self.client, q, hosts, providers,
+                                     listings=listings) for q in queries]
+            return ([(r.rows(), r.problems, r.warnings) for r in results],
+                    self.client.requests['GET'] - before)
+        alone, sent_alone = run_all(None)
+        shared, sent_shared = run_all({})
+        self.assertEqual(alone, shared)
+        # Shared: the free GPUs and the owners are listed once for the
+        # four flavors, not once each.
+        self.assertEqual(sent_alone - 2 * 3, sent_shared)
+
     def test_b200_sets_are_the_adjacent_pairs(self):
         results = self.verify(B200_TOPOLOGY, 'b200', B200_RC,
                               self.generated(B200_TOPOLOGY, 'b200'))
