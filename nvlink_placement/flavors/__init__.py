@@ -1,4 +1,4 @@
-"""Flavors for NVLink-domain subtrees (DESIGN.md section 5).
+"""Flavors for NVLink-domain subtrees (design.rst s6).
 
 Pure logic, no I/O except in :mod:`.verify` (Placement reads) and
 :mod:`.compute` (compute API):

@@ -36,7 +36,7 @@ CREATE = 'create-flavor'
 SET = 'set-property'
 UNSET = 'unset-property'
 EXTRA_SPECS_MICROVERSION = '2.86'
-# Extra spec keys written by flavor generate (DESIGN.md section 5).
+# Extra spec keys written by flavor generate (design.rst s6).
 MANAGED = re.compile(r'^(pci_passthrough:alias|placement:same_subtree|'
                      r'placement:group_policy|trait_nvl[0-9]+:.+|'
                      r'trait_[^:]+-[0-9]+:.+_MEMBER[0-9]+)$')

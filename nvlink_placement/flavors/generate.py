@@ -1,7 +1,7 @@
 """Flavor specs that keep a VM's GPUs inside one NVLink domain.
 
 Pure: from :class:`nvlink_placement.topology.model.Host` objects to
-:class:`FlavorSpec` objects. The keys follow DESIGN.md section 5, extended
+:class:`FlavorSpec` objects. The keys follow design.rst s6, extended
 by member traits (:mod:`nvlink_placement.topology.members`); for N GPUs of
 alias ``A`` whose N-GPU domains carry trait ``<prefix>N`` (``mosk``
 dialect)::
@@ -136,7 +136,7 @@ def domain_sizes(hosts):
     """Sorted sizes whose traits group resource providers of ``hosts`` carry.
 
     A mesh's size equal to its host's GPU count is left out: that is the
-    whole-host flavor, which needs no subtree (DESIGN.md section 5).
+    whole-host flavor, which needs no subtree (design.rst s6).
     """
     return sorted({n for h in hosts for g in h.groups for n in g.sizes
                    if not g.mesh or n < len(h.gpus)})

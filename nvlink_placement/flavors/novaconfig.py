@@ -9,7 +9,7 @@ nova-api, nova-scheduler and nova-conductor; the default
 placement's ``[placement] max_allocation_candidates``,
 ``allocation_candidates_generation_strategy`` and ``[workarounds]
 optimize_for_wide_provider_trees``; the candidate explosion numbers are
-DESIGN.md section 5's measurements (Launchpad bugs 2070257, 2126751).
+design.rst s6's measurements (Launchpad bugs 2070257, 2126751).
 """
 
 import collections

@@ -8,7 +8,7 @@ scheduler sends (sources: ``nova/scheduler/utils.py``
 alias parsing, ``nova/compute/pci_placement_translator.py`` resource
 class naming, ``nova/scheduler/request_filter.py``
 ``compute_status_filter`` and ``owner_nova_filter``; the named-alias and
-``placement:`` keys are the MOSK extension of DESIGN.md section 5). What
+``placement:`` keys are the MOSK extension of design.rst s6). What
 differs between Nova releases is :mod:`.release`:
 
 - The unsuffixed group: ``VCPU`` = vcpus (``PCPU`` with

@@ -18,7 +18,7 @@ directly (:meth:`EmbeddedPlacement.state`, :meth:`allocations`,
 :mod:`nvlink_placement.plan.bulk`); for a schema revision that module
 does not know, all of it goes through the API instead, with a warning.
 
-The wide-tree settings from DESIGN.md section 5 are on, so allocation
+The wide-tree settings from design.rst s6 are on, so allocation
 candidate queries over many identical GPUs cannot hang the tool:
 ``[placement] max_allocation_candidates = 1000``,
 ``allocation_candidates_generation_strategy = breadth-first`` and

@@ -1,6 +1,6 @@
 """Names this tool writes into Placement, and Nova's that it recognises.
 
-A naming contract (DESIGN.md section 4): other tools, monitoring and
+A naming contract (design.rst s4): other tools, monitoring and
 earlier releases of this one find the tool's providers and reservations by
 these names, so they only ever grow.
 

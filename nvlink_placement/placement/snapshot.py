@@ -1,4 +1,4 @@
-"""Snapshot files (DESIGN.md section 6, format version 1): read, check, write.
+"""Snapshot files (design.rst s7, format version 1): read, check, write.
 
 A snapshot holds resource providers (uuid, name, parent, inventories,
 traits, aggregates) and the allocations of the consumers on them. This

@@ -1,6 +1,6 @@
 """Plan actions: what one write (or pair of writes) to Placement will do.
 
-Order of application per host (DESIGN.md section 2): ``create-trait``,
+Order of application per host (design.rst s2): ``create-trait``,
 ``create-provider``, ``set-traits``, ``move-provider``, ``set-reserved``,
 ``delete-provider``. Creation goes top-down, moves go top-down by the
 target depth (so no move can form a loop), deletions bottom-up.

@@ -1,4 +1,4 @@
-"""The tree each host should have (DESIGN.md section 4), as plain data."""
+"""The tree each host should have (design.rst s4), as plain data."""
 
 import dataclasses
 import typing

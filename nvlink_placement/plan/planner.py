@@ -6,7 +6,7 @@ Pure: takes a :class:`nvlink_placement.placement.state.State` and
 and ``flatten``. Every problem of every host is collected first; if there
 is any, :class:`PlanError` is raised and nothing may be written.
 
-Safety rules (DESIGN.md section 4): Nova's PCI RPs are moved, never
+Safety rules (design.rst s4): Nova's PCI RPs are moved, never
 renamed and never leave their compute node's tree; group RPs never get
 ``COMPUTE_MANAGED_PCI_DEVICE``; only *our* group RPs are deleted, and only
 when they hold nothing but GPUs and other groups of ours.
@@ -121,8 +121,8 @@ def split_allocations(state, desired_hosts):
     """Consumers whose GPUs span more than one NVLink domain of their size.
 
     A consumer holding N GPUs of a host that has N-GPU domains should hold
-    one whole domain (a flavor of N GPUs asks for one, DESIGN.md section
-    5); one that holds GPUs of two of them (placed before the reshape, or
+    one whole domain (a flavor of N GPUs asks for one, design.rst
+   s6); one that holds GPUs of two of them (placed before the reshape, or
     by a flavor without the NVLink keys) keeps running without NVLink
     between its GPUs. N without domains of its own size is judged by the
     smallest domains that can hold N (3 GPUs: the quads). Judged on the

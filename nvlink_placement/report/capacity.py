@@ -1,7 +1,7 @@
 """How many more instances of each size fit, per host and in total.
 
 An N-GPU instance fits in an N-GPU NVLink domain whose GPUs are all free
-(DESIGN.md section 5: a flavor of N GPUs asks for one N-domain), or in any
+(design.rst s6: a flavor of N GPUs asks for one N-domain), or in any
 N free GPUs of a mesh that serves N (a free 4-GPU mesh holds two 2-GPU
 instances). With member traits (:mod:`nvlink_placement.topology.members`)
 an N-GPU instance takes one GPU of each member class of a mesh, so a mesh

@@ -1,4 +1,4 @@
-"""Load and validate topology files (format version 1, DESIGN.md sec. 3).
+"""Load and validate topology files (format version 1, design.rst s3).
 
 :func:`load` reads YAML or JSON, checks it against
 :data:`nvlink_placement.topology.schema.TOPOLOGY`, then checks what a

@@ -1,7 +1,7 @@
 """The topology model: hosts, their GPUs and their NVLink domains (groups).
 
 Pure data, built by :mod:`nvlink_placement.topology.loader`. Group naming
-and nesting follow DESIGN.md section 4.
+and nesting follow design.rst s4.
 
 Two kinds of group:
 

@@ -1,4 +1,4 @@
-"""JSON schema of the topology file, format version 1 (DESIGN.md sec. 3).
+"""JSON schema of the topology file, format version 1 (design.rst s3).
 
 Extensions over the hand-written form (added for host inspection, accepted
 everywhere): a GPU value may be a mapping with ``module_id`` and inspection

@@ -104,10 +104,10 @@ class TestCapacityMetrics(base.BaseTestCase):
             key('split_instances', 4): 0,
             key('split_instances', 8): 0,
         }, capacity)
-        # 5 about the run, 9 drift kinds, 13 capacity: the same at 100
+        # 5 about the run, 10 drift kinds, 13 capacity: the same at 100
         # hosts (tests.functional.test_capacity_requests); then one per
         # host and kind with drift.
-        self.assertEqual(27 + 1, len(m))
+        self.assertEqual(28 + 1, len(m))
         # Capacity takes no host label: only the drifting host has one.
         self.assertEqual(
             [('nvlink_placement_host_drift', ('host', 'compute-01'),

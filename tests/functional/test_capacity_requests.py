@@ -120,6 +120,6 @@ class TestNoReadPerHost(base.BaseTestCase):
              # Per host: quad 5-8 free, quad 1-4 holds the instance.
              m[('nvlink_placement_free_domains',) + rc + (('size', '4'),)],
              m[('nvlink_placement_free_domains',) + rc + (('size', '8'),)]))
-        # No series per host: 5 about the run, 9 drift kinds, 13 capacity
+        # No series per host: 5 about the run, 10 drift kinds, 13 capacity
         # (as at 2 hosts, tests.functional.test_capacity_metrics).
-        self.assertEqual(27, len(m))
+        self.assertEqual(28, len(m))
