@@ -11,6 +11,7 @@ import os
 import fixtures
 from oslotest import base
 
+from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
 from nvlink_placement.placement import embedded
@@ -49,8 +50,8 @@ class _State(base.BaseTestCase):
             f.as_dict() for f in generate.generate(
                 list(self.topology.hosts.values()), 'h100',
                 sizes=[1, 2, 4]).flavors])
-        self.document = nova_tree.from_topology(self.topology,
-                                                resource_class=RC)
+        self.document = as_configured.from_topology(self.topology,
+                                                    resource_class=RC)
         self.names = {}
 
     def write(self, name, document):
