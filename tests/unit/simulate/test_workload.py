@@ -10,8 +10,9 @@ from nvlink_placement import errors
 from nvlink_placement.simulate import workload as wl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLE = os.path.join(HERE, '..', '..', '..', 'etc', 'examples',
-                       'workloads', 'gpu-mix.yaml')
+EXAMPLES = os.path.join(HERE, '..', '..', '..', 'etc', 'examples')
+EXAMPLE = os.path.join(EXAMPLES, 'workloads', 'gpu-mix.yaml')
+VENUS = os.path.join(EXAMPLES, 'workloads', 'helios-venus.yaml')
 
 
 def document(**changes):
@@ -39,6 +40,29 @@ class TestParse(base.BaseTestCase):
         self.assertEqual(wl.Distribution(wl.FIXED, 24.0), workload.mix[2][2])
         self.assertEqual(wl.Distribution(wl.EXPONENTIAL, 12.0),
                          workload.mix[0][2])
+
+    def test_trace_example_matches_its_derivation(self):
+        # The header derives the mix from the Helios Venus trace; the file
+        # must say what the header says: 14.9 servers an hour asking for
+        # 306 of the 400 GPUs of hgx-h100-50-numa.yaml on average.
+        workload = wl.load(VENUS)
+        self.assertEqual([1, 2, 4, 8], workload.sizes)
+        self.assertEqual(wl.Distribution(wl.EXPONENTIAL, 0.0671),
+                         workload.arrival)
+        weights = {1: 0.518, 2: 0.056, 4: 0.074, 8: 0.687}
+        lifetimes = {1: 2.43, 2: 8.31, 4: 4.44, 8: 4.34}
+        self.assertEqual(
+            [(g, weights[g], wl.Distribution(wl.EXPONENTIAL, lifetimes[g]))
+             for g in (1, 2, 4, 8)], list(workload.mix))
+        total = sum(weights.values())
+        busy = sum(weights[g] / total * lifetimes[g] * g for g in weights)
+        self.assertAlmostEqual(305.6, busy / 0.0671, delta=1)
+        with open(os.path.join(EXAMPLES, 'hgx-h100-50-numa.yaml')) as f:
+            hosts = yaml.safe_load(f)['hosts']
+        self.assertEqual(50, len(hosts))
+        self.assertEqual(400, sum(len(h['gpus']) for h in hosts.values()))
+        self.assertTrue(all('numa_node' in gpu for h in hosts.values()
+                            for gpu in h['gpus'].values()))
 
     def test_errors_name_file_and_key(self):
         self.assertEqual("w.yaml: events: expected an integer, got a "
