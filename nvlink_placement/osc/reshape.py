@@ -143,7 +143,29 @@ class _PlanCommand(commands.Lister):
                       'it continues from where it stopped',
                       display.plural(len(result.failures), 'host'))
             self.exit_code = 1
+        if result.changed:
+            LOG.error(changed_message(result.changed))
+            self.exit_code = 1
         return act.COLUMNS, [a.row() for a in shown]
+
+
+#: Hosts named in the message of :func:`changed_message`.
+SHOWN_HOSTS = 10
+
+
+def changed_message(hosts):
+    """The error for hosts another run changed while this one ran."""
+    shown = ', '.join(hosts[:SHOWN_HOSTS]) + (
+        ' and %d more' % (len(hosts) - SHOWN_HOSTS)
+        if len(hosts) > SHOWN_HOSTS else '')
+    return ('another run changed %s while this one ran: read again once '
+            'this run was done, %s no longer %s what this run wrote (two '
+            'runs with different topologies, or another writer). `openstack '
+            'nvlink check` shows the tree; run one command again, alone, to '
+            'converge' % (
+                display.plural(len(hosts), 'host') + ' (%s)' % shown,
+                'its tree' if len(hosts) == 1 else 'their trees',
+                'matches' if len(hosts) == 1 else 'match'))
 
 
 def warn_findings(findings):
