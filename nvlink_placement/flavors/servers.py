@@ -21,6 +21,10 @@ import contextlib
 import dataclasses
 import urllib.parse
 
+from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as sdk_exc
+
+from nvlink_placement import errors
 from nvlink_placement.flavors import generate
 
 #: The microversion of the server list: flavors embedded with extra specs.
@@ -125,6 +129,62 @@ def read(compute):
         if not page or not more:
             return servers, requests
         marker = page[-1]['id']
+
+
+#: Auth types without a service catalog: every service would be asked at
+#: the one endpoint they are given (Placement's, for this tool).
+NO_CATALOG = ('admin_token', 'token_endpoint', 'none', 'noauth',
+              'http_basic')
+
+
+def has_compute_endpoint(config):
+    """Whether an openstacksdk ``CloudRegion`` can name a compute API."""
+    return bool(config.get_endpoint('compute')) or \
+        config.config.get('auth_type') not in NO_CATALOG
+
+
+class NotRead(errors.NvlinkError):
+    """The compute API's server list was not read.
+
+    ``str()`` says why, on one line; ``detail`` is the error met, or None
+    when the cloud names no compute API.
+    """
+
+    def __init__(self, message, detail=None):
+        super().__init__(message)
+        self.detail = detail
+
+
+def from_compute_api(connect, timeout, only_named=True):
+    """Every server of every project, from an OSC session's compute API.
+
+    What ``check --consumers`` and ``simulate defrag`` share.
+
+    :param connect: callable() returning an openstacksdk ``Connection``
+        (it authenticates; it may raise ``NvlinkError``: no credentials).
+    :param timeout: seconds per request (:func:`bounded`), or None.
+    :param only_named: do not ask when the cloud names no compute API
+        (:func:`has_compute_endpoint`); False asks anyway.
+    :returns: ``(servers, pages)``, as :func:`read`.
+    :raises NotRead: no compute API named (``only_named``), no credentials,
+        or the API refused or did not answer.
+    """
+    try:
+        sdk = connect()
+        if only_named and not has_compute_endpoint(sdk.config):
+            raise NotRead(
+                'no compute API: auth type %s has no service catalog and no '
+                'compute_endpoint_override is set'
+                % sdk.config.config.get('auth_type'))
+        with bounded(sdk.session, timeout):
+            return read(sdk.compute)
+    except NotRead:
+        raise
+    except (ks_exc.ClientException, sdk_exc.SDKException,
+            errors.NvlinkError) as exc:
+        detail = ' '.join(str(exc).split())
+        raise NotRead('the compute API\'s server list was not read: %s'
+                      % detail, detail) from None
 
 
 @contextlib.contextmanager

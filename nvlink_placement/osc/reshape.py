@@ -4,9 +4,6 @@ import logging
 import os
 import time
 
-from keystoneauth1 import exceptions as ks_exc
-from openstack import exceptions as sdk_exc
-
 from nvlink_placement import errors
 from nvlink_placement.flavors import servers as servers_mod
 from nvlink_placement.osc import commands
@@ -143,7 +140,29 @@ class _PlanCommand(commands.Lister):
                       'it continues from where it stopped',
                       display.plural(len(result.failures), 'host'))
             self.exit_code = 1
+        if result.changed:
+            LOG.error(changed_message(result.changed))
+            self.exit_code = 1
         return act.COLUMNS, [a.row() for a in shown]
+
+
+#: Hosts named in the message of :func:`changed_message`.
+SHOWN_HOSTS = 10
+
+
+def changed_message(hosts):
+    """The error for hosts another run changed while this one ran."""
+    shown = ', '.join(hosts[:SHOWN_HOSTS]) + (
+        ' and %d more' % (len(hosts) - SHOWN_HOSTS)
+        if len(hosts) > SHOWN_HOSTS else '')
+    return ('another run changed %s while this one ran: read again once '
+            'this run was done, %s no longer %s what this run wrote (two '
+            'runs with different topologies, or another writer). `openstack '
+            'nvlink check` shows the tree; run one command again, alone, to '
+            'converge' % (
+                display.plural(len(hosts), 'host') + ' (%s)' % shown,
+                'its tree' if len(hosts) == 1 else 'their trees',
+                'matches' if len(hosts) == 1 else 'match'))
 
 
 def warn_findings(findings):
@@ -251,18 +270,6 @@ class Flatten(_PlanCommand):
                     if name not in names]
         return self.apply(parsed_args, hosts,
                           more_hosts=owned if parsed_args.all else None)
-
-
-#: Auth types without a service catalog: every service would be asked at
-#: the one endpoint they are given (Placement's, for this tool).
-NO_CATALOG = ('admin_token', 'token_endpoint', 'none', 'noauth',
-              'http_basic')
-
-
-def has_compute_endpoint(config):
-    """Whether an openstacksdk ``CloudRegion`` can name a compute API."""
-    return bool(config.get_endpoint('compute')) or \
-        config.config.get('auth_type') not in NO_CATALOG
 
 
 class Check(_PlanCommand):
@@ -409,26 +416,17 @@ class Check(_PlanCommand):
         if source == PLACEMENT:
             return None
         try:
-            sdk = live.authenticate(self.app, 'compute API').sdk_connection
-            if source == AUTO and not has_compute_endpoint(sdk.config):
-                LOG.info('consumers from Placement (no compute API: auth '
-                         'type %s has no service catalog and no '
-                         'compute_endpoint_override is set)',
-                         sdk.config.config.get('auth_type'))
-                return None
-            with servers_mod.bounded(sdk.session,
-                                     parsed_args.request_timeout):
-                listed, pages = servers_mod.read(sdk.compute)
-        except (ks_exc.ClientException, sdk_exc.SDKException,
-                errors.NvlinkError) as exc:
-            detail = live.one_line(exc)
+            listed, pages = servers_mod.from_compute_api(
+                lambda: live.authenticate(self.app,
+                                          'compute API').sdk_connection,
+                parsed_args.request_timeout, only_named=source == AUTO)
+        except servers_mod.NotRead as exc:
             if source == NOVA:
                 raise errors.NvlinkError(
                     '--consumers nova: cannot read the compute API\'s server '
                     'list (%s); --consumers placement reads the consumers '
-                    'from Placement instead' % detail)
-            LOG.info('consumers from Placement (the compute API\'s server '
-                     'list was not read: %s)', detail)
+                    'from Placement instead' % exc.detail)
+            LOG.info('consumers from Placement (%s)', exc)
             return None
         LOG.info('consumers from the compute API: %s in %s',
                  display.plural(len(listed), 'server'),

@@ -4,9 +4,6 @@ import json
 import logging
 import os
 
-from keystoneauth1 import exceptions as ks_exc
-from openstack import exceptions as sdk_exc
-
 from nvlink_placement import errors
 from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import release
@@ -16,7 +13,6 @@ from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
-from nvlink_placement.osc import reshape as reshape_cmd
 from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
@@ -410,20 +406,12 @@ class Defrag(commands.OwnOutput, commands.Lister):
         cannot be read (-v says why).
         """
         try:
-            sdk = live.authenticate(self.app, 'compute API').sdk_connection
-            if not reshape_cmd.has_compute_endpoint(sdk.config):
-                LOG.info('flavors matched by resources (no compute API: '
-                         'auth type %s has no service catalog and no '
-                         'compute_endpoint_override is set)',
-                         sdk.config.config.get('auth_type'))
-                return None
-            with servers_mod.bounded(sdk.session,
-                                     parsed_args.request_timeout):
-                listed, pages = servers_mod.read(sdk.compute)
-        except (ks_exc.ClientException, sdk_exc.SDKException,
-                errors.NvlinkError) as exc:
-            LOG.info('flavors matched by resources (the compute API\'s '
-                     'server list was not read: %s)', live.one_line(exc))
+            listed, pages = servers_mod.from_compute_api(
+                lambda: live.authenticate(self.app,
+                                          'compute API').sdk_connection,
+                parsed_args.request_timeout)
+        except servers_mod.NotRead as exc:
+            LOG.info('flavors matched by resources (%s)', exc)
             return None
         LOG.info('flavors from the compute API: %d server(s) in %d read(s)',
                  len(listed), pages)

@@ -27,6 +27,9 @@ Two kinds of failure are retried, each where its meaning is known:
   ``Retry-After`` is honoured up to 10 s) until ``retry_window`` seconds
   have passed since its first failure; the last try falls on the end of
   the window (default 60 s: an outage of a minute is ridden out).
+  The first such failure in a process is said at once, on one line at
+  WARNING (:meth:`PlacementClient._notice`): a wrong ``--os-endpoint``
+  port is not a minute of silence. Each retry is logged at INFO.
 - *Generation races* (:func:`retry_on_conflict`):
   ``placement.concurrent_update`` means another writer (nova-compute
   refreshing its providers) changed the provider between our read and our
@@ -64,6 +67,7 @@ from keystoneauth1 import exceptions as ks_exc
 
 from nvlink_placement import documents
 from nvlink_placement import errors
+from nvlink_placement import redact
 
 LOG = logging.getLogger(__name__)
 
@@ -90,6 +94,11 @@ CONFLICT_TRIES = 5
 #: be long) and of Placement's error detail shown in a message.
 SHOWN_URL = 300
 SHOWN_DETAIL = 500
+
+#: The services (client descriptions) whose first transient failure was
+#: said already in this process (:meth:`PlacementClient._notice`).
+_NOTICED = set()
+_NOTICED_LOCK = threading.Lock()
 
 
 def version_tuple(text):
@@ -204,7 +213,8 @@ class PlacementClient(object):
                 '%s %s failed with HTTP %d%s: %s%s' % (
                     method, _shown(url), status,
                     ' (%s)' % code if code else '', detail,
-                    AUTH_HINT if status in (401, 403) else ''),
+                    AUTH_HINT if status in (401, 403) else
+                    _endpoint_hint(response, url) if status == 404 else ''),
                 status=status, code=code)
         if not response.content:
             return {}
@@ -249,6 +259,8 @@ class PlacementClient(object):
             waited = now - first_failure
             if waited >= self.retry_window:
                 raise self._gave_up(method, url, kind, failure, waited)
+            if not attempt:
+                self._notice(kind, failure)
             # The last try falls on the end of the window.
             delay = min(self.retry_window - waited, backoff(attempt)
                         if retry_after is None else retry_after)
@@ -260,6 +272,37 @@ class PlacementClient(object):
                      url.split('?')[0], _describe(kind, failure), delay)
             time.sleep(delay)
             attempt += 1
+
+    def _notice(self, kind, failure):
+        """Say, once per process and service, that requests are retried.
+
+        One WARNING line naming the endpoint (credentials masked), what
+        went wrong and how long the client keeps trying, e.g. ``Placement
+        at http://host:8778 did not answer (connection refused); retrying
+        for up to 60 s (--retry-window)``.
+        """
+        with _NOTICED_LOCK:
+            if self.description in _NOTICED:
+                return
+            _NOTICED.add(self.description)
+        try:
+            endpoint = self.adapter.get_endpoint()
+        except ks_exc.ClientException:
+            endpoint = None
+        if kind == 'timeout':
+            what = ('did not answer within %s s (--request-timeout)'
+                    % _seconds(self.request_timeout)
+                    if self.request_timeout else 'did not answer in time')
+        elif kind == 'no connection':
+            what = 'did not answer (%s)' % (
+                'connection refused' if 'refused' in str(failure).lower()
+                else 'no connection')
+        else:
+            what = 'answered %s' % kind
+        LOG.warning(redact.url_credentials(
+            '%s%s %s; retrying for up to %s s (--retry-window)' % (
+                self.description, ' at %s' % endpoint if endpoint else '',
+                what, _seconds(self.retry_window))))
 
     def _timeout(self, method, url):
         """Timeout for the next try: per request, within the run's."""
@@ -361,6 +404,24 @@ def _not_placement(response, url):
             'endpoint in the service catalog)'
             % (full.split('?')[0], response.status_code, _what(response),
                endpoint or full))
+
+
+def _endpoint_hint(response, url):
+    """Said after a 404 on a collection every Placement serves.
+
+    ``/resource_providers``, ``/traits``, ``/resource_classes``, ...: a
+    404 there means the URL is not Placement's root (``--os-endpoint
+    http://host:8778/wrong``), not that a provider is gone. Empty for any
+    other path.
+    """
+    path = url.split('?')[0]
+    if path.strip('/').count('/') or not path.strip('/'):
+        return ''
+    full = (response.url or url).split('?')[0]
+    endpoint = full[:-len(path)] if full.endswith(path) else full
+    return (' (every Placement serves %s: is --os-endpoint / the '
+            'catalog\'s placement endpoint right? It is %s here)'
+            % (path, endpoint))
 
 
 #: Said after HTTP 401 or 403: what the credentials may lack.

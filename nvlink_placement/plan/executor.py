@@ -18,6 +18,10 @@ been committed):
   re-reads, and a provider that already has the wanted traits or
   ``reserved`` is left alone.
 - ``move-provider``: ``PUT`` of the same parent again is a success.
+  Placement takes no generation for a re-parent, so a move overwrites
+  whatever parent another run gave the provider meanwhile; the run finds
+  that out when it reads its hosts again
+  (:func:`nvlink_placement.plan.run.changed_under`).
 - ``delete-provider``: 404 means it is gone already.
 """
 

@@ -1,7 +1,9 @@
 """Plan and (optionally) apply: the job behind reshape, check and flatten."""
 
 import dataclasses
+import logging
 
+from nvlink_placement import errors
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import reads
@@ -11,6 +13,7 @@ from nvlink_placement.plan import executor
 from nvlink_placement.plan import planner
 from nvlink_placement.topology import pci
 
+LOG = logging.getLogger(__name__)
 #: ``allocations`` modes of :func:`read_and_plan`: look for split
 #: allocations on every known host (``check``), or on the hosts the plan
 #: changes (``reshape``).
@@ -29,12 +32,17 @@ class Result:
     :ivar state: the :class:`nvlink_placement.placement.state.State` read
         before any write (its ``free`` filled when asked, see
         :func:`read_and_plan`).
+    :ivar changed: names of the hosts this run wrote whose trees, read
+        again once it was done, no longer match its desired trees: another
+        writer changed them meanwhile (:func:`changed_under`). Sorted;
+        empty for dry runs and ``--snapshot``.
     """
     actions: list
     findings: list
     failures: list
     applied: bool
     state: object = None
+    changed: list = dataclasses.field(default_factory=list)
 
     def written(self):
         """The actions that were applied (all but failed hosts' tails)."""
@@ -275,14 +283,23 @@ def run(client, desired_hosts, apply=True, workers=1, on_action=None,
     """Read Placement, plan, and apply unless ``apply`` is False.
 
     ``allocations``, ``members``, ``servers``, ``free``: see
-    :func:`read_and_plan`.
+    :func:`read_and_plan`. Through the API, once the writes are done the
+    hosts written are read and planned again (:func:`changed_under`): a
+    run never reports success on a tree another run changed under it.
 
     :param tables: an entered ``EmbeddedPlacement`` whose tables
         (``writes_tables``) the allocations are read from and the plan is
         written to in one transaction (:mod:`.bulk`; ``--snapshot``), or
         None: through the API (:mod:`.executor`).
     """
-    current, plan = read_and_plan(client, desired_hosts, more_hosts,
+    wanted = list(desired_hosts)
+    if more_hosts is not None:
+        def more(state, names):
+            found = more_hosts(state, names)
+            wanted.extend(found)
+            return found
+    current, plan = read_and_plan(client, desired_hosts,
+                                  more if more_hosts else None,
                                   allocations, members, servers, free,
                                   tables)
     if not apply or not plan.actions:
@@ -290,8 +307,42 @@ def run(client, desired_hosts, apply=True, workers=1, on_action=None,
     if tables is not None:
         failures = bulk.apply(tables, plan.actions, current,
                               on_action=on_action, on_host=on_host)
-    else:
-        failures = executor.apply(client, plan.actions, current,
-                                  workers=workers, on_action=on_action,
-                                  on_host=on_host)
-    return Result(plan.actions, plan.findings, failures, True, current)
+        return Result(plan.actions, plan.findings, failures, True, current)
+    failures = executor.apply(client, plan.actions, current,
+                              workers=workers, on_action=on_action,
+                              on_host=on_host)
+    result = Result(plan.actions, plan.findings, failures, True, current)
+    result.changed = changed_under(client, wanted, result, members)
+    return result
+
+
+def changed_under(client, desired_hosts, result, members=False):
+    """The hosts ``result`` wrote that no longer match their desired trees.
+
+    Placement has no lock, and a move is a plain ``PUT`` of the parent: two
+    runs with different topologies, started together, can each write part
+    of a tree and leave one that matches neither (a group of 2 holding 3
+    GPUs). So once a run is done, the hosts it wrote (but for those that
+    failed: their run already fails) are read and planned again, at the
+    price of one more :func:`read_and_plan` (five reads whatever the
+    number of hosts, and the inventories of reserved GPUs). An action left
+    means another writer changed the tree after this run read it. The same
+    topology run twice at once converges: both runs write the same tree.
+
+    :param desired_hosts: the :class:`DesiredHost` list the run planned.
+    :param result: the run's :class:`Result` (applied).
+    :returns: sorted host names; empty when every host written matches.
+    :raises PlacementError: the reads failed.
+    """
+    failed = {f.host for f in result.failures}
+    written = {a.host for a in result.written() if a.host} - failed
+    hosts = [h for h in desired_hosts if h.name in written]
+    if not hosts:
+        return []
+    try:
+        _, plan = read_and_plan(client, hosts, members=members)
+    except errors.PlanError as exc:
+        LOG.error('the trees this run wrote cannot be planned again: %s',
+                  '; '.join(exc.problems))
+        return sorted(written)
+    return sorted({a.host for a in plan.actions if a.host in written})

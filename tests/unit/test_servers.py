@@ -3,10 +3,13 @@
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import noauth
 from keystoneauth1 import session
+from openstack import connection as openstack_connection
 from oslotest import base
 
+from nvlink_placement import errors
 from nvlink_placement.flavors import servers
 from tests import compute_pages
+from tests import placement_server
 
 
 class TestPciDevices(base.BaseTestCase):
@@ -86,3 +89,42 @@ class TestPages(base.BaseTestCase):
         found, requests, queries = self.read(listed[:4], max_limit=2)
         self.assertEqual((['s0', 's1', 's2', 's3'], 3),
                          ([s.uuid for s in found], requests))
+
+
+class TestFromComputeApi(base.BaseTestCase):
+    """The one server-list read of ``check`` and ``defrag``.
+
+    A real openstacksdk connection with an admin token onto a port nobody
+    listens on: no service catalog, and nothing answers there.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.port = placement_server.free_port()
+        self.connection = openstack_connection.Connection(
+            auth_type='admin_token', auth={
+                'token': 'admin',
+                'endpoint': 'http://127.0.0.1:%d' % self.port})
+
+    def not_read(self, connect, **kwargs):
+        return self.assertRaises(servers.NotRead, servers.from_compute_api,
+                                 connect, 5, **kwargs)
+
+    def test_no_catalog_is_not_asked(self):
+        exc = self.not_read(lambda: self.connection)
+        self.assertEqual('no compute API: auth type admin_token has no '
+                         'service catalog and no compute_endpoint_override '
+                         'is set', str(exc))
+        self.assertIsNone(exc.detail)
+
+    def test_asked_anyway_names_the_endpoint(self):
+        exc = self.not_read(lambda: self.connection, only_named=False)
+        self.assertIn('127.0.0.1:%d' % self.port, exc.detail)
+        self.assertEqual("the compute API's server list was not read: %s"
+                         % exc.detail, str(exc))
+
+    def test_no_credentials(self):
+        def connect():
+            raise errors.NvlinkError('no compute API credentials (x)')
+        exc = self.not_read(connect)
+        self.assertEqual('no compute API credentials (x)', exc.detail)
