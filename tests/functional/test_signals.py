@@ -16,7 +16,14 @@ import sys
 import threading
 import time
 
+from nvlink_placement import errors
+from nvlink_placement.osc import offline
+from nvlink_placement.placement import snapshot
+from nvlink_placement.plan import desired
+from nvlink_placement.plan import run
+from nvlink_placement.topology import loader
 from tests import fault_proxy
+from tests.functional import base as fbase
 from tests.functional import faults
 
 BIN = os.path.dirname(sys.executable)
@@ -74,8 +81,8 @@ class SignalTestCase(faults.ProxyTestCase):
         self.proxy.rule = rule
 
     def writes(self):
-        return [r for r in self.proxy.log if r.method in fault_proxy.WRITES
-                and r.path.startswith('/resource_providers')]
+        return [r for r in self.proxy.log if r.method in fault_proxy.WRITES and
+                r.path.startswith('/resource_providers')]
 
     def summary(self, stderr):
         lines = [line for line in stderr.splitlines()
@@ -196,3 +203,79 @@ class TestFlattenInterrupted(SignalTestCase):
         for host in hosts:
             self.assertEqual(original, faults.shape(self.upstream, host),
                              host)
+
+
+class TestSnapshotInterrupted(SignalTestCase):
+
+    def test_sigint_leaves_no_file(self):
+        hosts = self.hosts(3)
+        faults.seed(self.upstream, hosts)
+        output = os.path.join(self.tmp, 'out', 'snap.json')
+        os.mkdir(os.path.dirname(output))
+        process = self.start('nvlink', 'snapshot', '-o', output,
+                             *[arg for h in hosts for arg in ('--host', h)])
+        self.signal_at(process, 3, signal.SIGINT,
+                       counts=lambda request: request.method == 'GET')
+        out, err = process.communicate(timeout=120)
+        self.proxy.rule = lambda request: fault_proxy.PASS
+        self.assertEqual(130, process.returncode, err)
+        self.assertEqual('interrupted by SIGINT: no snapshot written (%s not '
+                         'written); run the command again' % output,
+                         self.summary(err))
+        self.assertEqual([], os.listdir(os.path.dirname(output)))
+        self.assertEqual('', out)
+        # Requests stopped with the signal: the one in flight and at most
+        # one per other worker after it.
+        gets = [r for r in self.proxy.log if r.method == 'GET']
+        self.assertLess(len(gets), 3 + 8)
+
+    def test_write_file_after_a_stop_writes_nothing(self):
+        stop = threading.Event()
+        stop.set()
+        path = os.path.join(self.tmp, 'snap.json')
+        with open(path, 'w') as f:
+            f.write('old')
+        document = snapshot.read_file(fbase.H100_SNAPSHOT)
+        self.assertRaises(errors.Interrupted, snapshot.write_file, document,
+                          path, stop)
+        self.assertEqual(['snap.json'], os.listdir(self.tmp))
+        with open(path) as f:
+            self.assertEqual('old', f.read())
+
+    def test_save_snapshot_after_a_stop_writes_nothing(self):
+        stop = threading.Event()
+        save = os.path.join(self.tmp, 'saved.json')
+
+        def reshape_then_stop():
+            with offline.offline(fbase.H100_SNAPSHOT, save, stop) as placed:
+                topology = loader.load(fbase.H100_TOPOLOGY)
+                run.run(placed.client, [
+                    desired.from_topology(h) for h in topology.hosts.values()],
+                    tables=offline.tables(placed.client))
+                stop.set()
+        self.assertRaises(errors.Interrupted, reshape_then_stop)
+        self.assertEqual([], os.listdir(self.tmp))
+
+    def test_sigint_stops_snapshot_load(self):
+        document = snapshot.read_file(fbase.H100_SNAPSHOT)
+        process = self.start('nvlink', 'snapshot', 'load',
+                             fbase.H100_SNAPSHOT, '--allow-existing')
+        self.signal_at(process, 3, signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+        self.proxy.rule = lambda request: fault_proxy.PASS
+        self.assertEqual(130, process.returncode, err)
+        writes = [r for r in self.proxy.log
+                  if r.method in fault_proxy.WRITES]
+        self.assertEqual(
+            'interrupted by SIGINT: part of %s loaded (%d writes sent); '
+            'Placement holds part of the file: a second load is refused '
+            'while any of it is there, so load into an empty Placement '
+            'again' % (fbase.H100_SNAPSHOT, len(writes)), self.summary(err))
+        # Three provider writes, after the resource classes and traits.
+        self.assertEqual(3, len(self.writes()))
+        listed = {rp['uuid'] for rp in self.upstream.get(
+            '/resource_providers')['resource_providers']}
+        loaded = [rp for rp in document['resource_providers']
+                  if rp['uuid'] in listed]
+        self.assertLessEqual(len(loaded), 3)
+        self.assertEqual(18, len(document['resource_providers']))
