@@ -279,3 +279,22 @@ class TestSnapshotInterrupted(SignalTestCase):
                   if rp['uuid'] in listed]
         self.assertLessEqual(len(loaded), 3)
         self.assertEqual(18, len(document['resource_providers']))
+
+
+class TestFlavorApplyInterrupted(SignalTestCase):
+
+    def test_sigint_while_reading_placement(self):
+        hosts = self.hosts(1)
+        faults.seed(self.upstream, hosts)
+        process = self.start('nvlink', 'flavor', 'generate', '--topology',
+                             self.topology(hosts), '--alias', 'h100',
+                             '--apply')
+        # The member-trait check reads Placement before any flavor write.
+        self.signal_at(process, 1, signal.SIGINT,
+                       counts=lambda request: request.method == 'GET')
+        out, err = process.communicate(timeout=120)
+        self.assertEqual(130, process.returncode, err)
+        self.assertEqual('interrupted by SIGINT: nothing written; rerun '
+                         '`openstack nvlink flavor generate --apply` to '
+                         'finish', self.summary(err))
+        self.assertEqual('', out.strip())     # an empty table
