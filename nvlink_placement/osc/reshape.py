@@ -244,7 +244,9 @@ class Reshape(_PlanCommand):
     nothing is written. A host that fails does not stop the others; the
     command then exits 1. Transient Placement failures (no connection, no
     answer, HTTP 5xx) are retried for --retry-window seconds; an interrupted
-    run is finished by running it again, or undone by flatten. Warns about
+    run is finished by running it again, or undone by flatten. Ctrl-C
+    (SIGINT) or SIGTERM stops it before its next write: it names the hosts
+    done, interrupted and untouched and exits 130 or 143. Warns about
     instances whose GPUs end up in different NVLink domains, and names each
     Nova PCI provider of a topology host that the topology does not list
     (it stays flat).
@@ -276,7 +278,8 @@ class Flatten(_PlanCommand):
     inside that compute node's tree, under the compute node or another of
     the tool's groups, holding no inventory. Nothing else is deleted.
     Allocations stay. Also undoes a reshape interrupted at any point.
-    Needs --host (repeatable) or --all (every tree with a group of the
+    Ctrl-C (SIGINT) or SIGTERM stops it before its next write (exit 130 or
+    143); running it again finishes. Needs --host (repeatable) or --all (every tree with a group of the
     tool).
     """
 
