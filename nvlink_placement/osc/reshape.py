@@ -279,8 +279,8 @@ class Flatten(_PlanCommand):
     the tool's groups, holding no inventory. Nothing else is deleted.
     Allocations stay. Also undoes a reshape interrupted at any point.
     Ctrl-C (SIGINT) or SIGTERM stops it before its next write (exit 130 or
-    143); running it again finishes. Needs --host (repeatable) or --all (every tree with a group of the
-    tool).
+    143); running it again finishes. Needs --host (repeatable) or --all
+    (every tree with a group of the tool).
     """
 
     def get_parser(self, prog_name):
