@@ -140,18 +140,19 @@ class TestReshapeInterrupted(SignalTestCase):
         faults.seed(self.upstream, hosts)
         topology = self.topology(hosts)
         wanted = self.reference()
-        held = threading.Event()
+        held = threading.Semaphore(0)
 
         def rule(request):
             if not provider_write(request):
                 return fault_proxy.PASS
-            held.set()
+            held.release()
             return fault_proxy.HOLD
         self.proxy.rule = rule
         process = self.start('nvlink', 'reshape', '--topology', topology,
                              '--request-timeout', '60')
-        self.assertTrue(held.wait(60))
-        time.sleep(0.5)     # both hosts' first writes are held
+        # Both hosts' first writes are held (two workers of the default 8).
+        self.assertTrue(held.acquire(timeout=60))
+        self.assertTrue(held.acquire(timeout=60))
         sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
