@@ -75,3 +75,15 @@ class PlacementError(NvlinkError):
         self.status = status
         self.code = code
         super().__init__(message)
+
+
+class Interrupted(Exception):
+    """A stop was requested: SIGINT or SIGTERM.
+
+    Raised instead of sending the next request or making the next write
+    (:mod:`nvlink_placement.interrupt`).
+
+    Not an :class:`NvlinkError`: no handler of errors takes it for a
+    failure of one host or one request; the command that installed the
+    stop says how far it got and exits 130 or 143.
+    """

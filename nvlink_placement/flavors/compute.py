@@ -181,16 +181,34 @@ def _refusal(spec, detail, created, written):
     return message
 
 
-def apply(connection, specs, dry_run=False):
+@dataclasses.dataclass
+class Progress:
+    """How far :func:`apply` got; read after it was interrupted.
+
+    :ivar planned: names of the flavors to write, in write order.
+    :ivar made: the :class:`Change` list of the flavors written in full.
+    """
+    planned: list = dataclasses.field(default_factory=list)
+    made: list = dataclasses.field(default_factory=list)
+
+
+def apply(connection, specs, dry_run=False, stop=None, progress=None):
     """Create or update ``specs`` (list of ``FlavorSpec``).
 
     Named-alias flavors are written first, so a Nova that refuses them
     (upstream) stops the run before any other flavor is written; a flavor
     this run created is deleted again when Nova refuses its extra specs.
 
+    :param stop: a ``threading.Event`` (SIGINT, SIGTERM, see
+        :mod:`nvlink_placement.interrupt`) checked before each flavor: a
+        flavor begun is written in full (created with all its extra
+        specs), the next one is not begun.
+    :param progress: a :class:`Progress` to fill, or None.
     :returns: list of :class:`Change` (applied, or planned on a dry run).
     :raises NvlinkError: when the compute API cannot validate extra specs
         (older than 2.86) or refuses them, saying what was written.
+    :raises Interrupted: ``stop`` was set; ``progress`` says what was
+        written.
     """
     found, changes = {}, []
     for spec in specs:
@@ -201,11 +219,17 @@ def apply(connection, specs, dry_run=False):
     if dry_run or not changes:
         return changes
     _validating(connection)
+    progress = progress or Progress()
+    ordered = sorted(specs, key=lambda s: s.kind != generate.DOMAIN)
+    progress.planned[:] = [s.name for s in ordered
+                           if any(c.flavor == s.name for c in changes)]
     written = []
-    for spec in sorted(specs, key=lambda s: s.kind != generate.DOMAIN):
+    for spec in ordered:
         mine = [c for c in changes if c.flavor == spec.name]
         if not mine:
             continue
+        if stop is not None and stop.is_set():
+            raise errors.Interrupted()
         flavor = found[spec.name]
         created = any(c.action == CREATE for c in mine)
         if created:
@@ -224,4 +248,5 @@ def apply(connection, specs, dry_run=False):
                 connection.compute.delete_flavor_extra_specs_property(
                     flavor, change.key)
         written.append(spec.name)
+        progress.made.extend(mine)
     return changes

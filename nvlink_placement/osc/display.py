@@ -17,6 +17,15 @@ def plural(count, noun, nouns=None):
     return '%d %s' % (count, noun if count == 1 else nouns or noun + 's')
 
 
+def names(items, shown=10):
+    """``a, b, c``, or ``a, b, ... and 7 more`` past ``shown`` names."""
+    items = list(items)
+    text = ', '.join(items[:shown])
+    if len(items) > shown:
+        text += ' and %d more' % (len(items) - shown)
+    return text
+
+
 def flat(value, shell=False):
     """``value`` for ``-f value``, ``csv`` and ``shell``: no Python reprs.
 

@@ -21,7 +21,9 @@ from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import rollout
 from nvlink_placement.flavors import verify
+from nvlink_placement import interrupt
 from nvlink_placement.osc import commands
+from nvlink_placement.osc import display
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import snapshot as snapshot_cmd
@@ -134,6 +136,9 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     auth_required = False
     own_output = {'print_commands': 'openstack flavor commands'}
 
+    #: The :class:`interrupt.Stop` of an interrupted --apply, else None.
+    stopped = None
+
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         _add_topology_arguments(parser)
@@ -205,19 +210,61 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         _warn_wide(hosts, result.flavors)
         self.flavors = result.flavors
         if parsed_args.apply:
-            if not parsed_args.skip_member_trait_check:
-                missing = rollout.unreported(
-                    live.live_client(self.app, parsed_args), result.flavors)
-                if missing:
-                    raise rollout.refusal(missing)
-            connection = live.authenticate(self.app).sdk_connection
-            changes = compute.apply(connection, result.flavors,
-                                    dry_run=parsed_args.dry_run)
-            return compute.COLUMNS, [c.row() for c in changes]
+            return self.apply(parsed_args, result.flavors)
         return generate.COLUMNS, [
             (f.name, f.vcpus, f.ram, f.disk,
              format_columns.DictColumn(f.extra_specs))
             for f in result.flavors]
+
+    def apply(self, parsed_args, flavors):
+        """--apply: the rows of the changes made (or planned).
+
+        SIGINT or SIGTERM stops it before the next flavor: the rows are
+        then the changes of the flavors written, standard error names
+        them and those not written, and the command exits 130 or 143.
+        """
+        made = compute.Progress()
+        with interrupt.handled() as stop:
+            try:
+                changes = stop.call(self._apply, parsed_args, flavors,
+                                    stop.event, made)
+            except errors.Interrupted:
+                changes = None
+            if not stop.requested():
+                return compute.COLUMNS, [c.row() for c in changes]
+        written = list(dict.fromkeys(c.flavor for c in made.made))
+        rest = [name for name in made.planned if name not in written]
+        what = ('%s written%s, %d not written%s' % (
+            display.plural(len(written), 'flavor'),
+            ' (%s)' % display.names(written) if written else '',
+            len(rest), ' (%s)' % display.names(rest) if rest else '')
+            if made.planned else 'nothing written')
+        self.app.stderr.write(
+            'interrupted by %s: %s; rerun `openstack nvlink flavor generate '
+            '--apply` to finish\n' % (stop.name, what))
+        self.stopped = stop
+        return compute.COLUMNS, [c.row() for c in made.made]
+
+    def _apply(self, parsed_args, flavors, stop, made):
+        if not parsed_args.skip_member_trait_check:
+            client = live.live_client(self.app, parsed_args)
+            client.stop = stop
+            missing = rollout.unreported(client, flavors)
+            if missing:
+                raise rollout.refusal(missing)
+        if stop.is_set():
+            raise errors.Interrupted()
+        connection = live.authenticate(self.app).sdk_connection
+        return compute.apply(connection, flavors,
+                             dry_run=parsed_args.dry_run, stop=stop,
+                             progress=made)
+
+    def run(self, parsed_args):
+        code = super().run(parsed_args)
+        if self.stopped is None:
+            return code
+        self.stopped.exit()
+        return self.stopped.exit_code
 
     def produce_output(self, parsed_args, column_names, data):
         if not parsed_args.print_commands:

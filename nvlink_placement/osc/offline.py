@@ -34,13 +34,17 @@ def add_placement_arguments(parser, save=True, exclusive=None):
 
 
 @contextlib.contextmanager
-def placement(app, parsed_args):
+def placement(app, parsed_args, stop=None):
     """Yield a :class:`PlacementClient`: embedded or live.
 
     With ``--snapshot`` the file is checked, then loaded into a fresh
     embedded Placement (in bulk, see
     :mod:`nvlink_placement.placement.snapshot_db`), and on success the
     state is written to ``--save-snapshot`` when given.
+
+    :param stop: a ``threading.Event`` (SIGINT, SIGTERM) the client
+        checks before each request; once set, no ``--save-snapshot`` file
+        is written (:class:`errors.Interrupted` is raised instead).
     """
     path = getattr(parsed_args, 'snapshot', None)
     save = getattr(parsed_args, 'save_snapshot', None)
@@ -54,9 +58,12 @@ def placement(app, parsed_args):
             '--save-snapshot %s is the --snapshot input: give another file, '
             'so that the input stays what was read' % save)
     if not path:
-        yield live.live_client(app, parsed_args)
+        client = live.live_client(app, parsed_args)
+        client.stop = stop
+        yield client
         return
-    with offline(path, save) as embedded_placement:
+    with offline(path, save, stop) as embedded_placement:
+        embedded_placement.client.stop = stop
         yield embedded_placement.client
     if save:
         app.stderr.write(snapshot_written(save, embedded_placement.saved))
@@ -84,11 +91,14 @@ def snapshot_written(path, document):
 
 
 @contextlib.contextmanager
-def offline(path, save=None):
+def offline(path, save=None, stop=None):
     """Yield an entered :class:`EmbeddedPlacement` loaded from ``path``.
 
     On success the resulting state is written to ``save`` when given, and
     kept as the placement's ``saved`` attribute.
+
+    :param stop: a ``threading.Event``; when it is set, ``save`` is not
+        written (nor left half-written): :class:`errors.Interrupted`.
     """
     from nvlink_placement.placement import embedded
     embedded_placement = embedded.EmbeddedPlacement(snapshot.read_file(path))
@@ -96,5 +106,7 @@ def offline(path, save=None):
         embedded_placement.client.requests.clear()
         yield embedded_placement
         if save:
+            if stop is not None and stop.is_set():
+                raise errors.Interrupted()
             embedded_placement.saved = embedded_placement.export()
-            snapshot.write_file(embedded_placement.saved, save)
+            snapshot.write_file(embedded_placement.saved, save, stop)

@@ -6,6 +6,7 @@ import time
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import servers as servers_mod
+from nvlink_placement import interrupt
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.osc import live
@@ -15,6 +16,7 @@ from nvlink_placement.osc import topology as topology_cmd
 from nvlink_placement.osc import usage
 from nvlink_placement.plan import actions as act
 from nvlink_placement.plan import desired
+from nvlink_placement.plan import executor
 from nvlink_placement.plan import repair
 from nvlink_placement.plan import run
 from nvlink_placement.report import capacity
@@ -80,6 +82,8 @@ def add_apply_arguments(parser):
 class _PlanCommand(commands.Lister):
     auth_required = False
     exit_code = 0
+    #: The :class:`interrupt.Stop` of an interrupted run, else None.
+    stopped = None
 
     def run(self, parsed_args):
         try:
@@ -90,27 +94,28 @@ class _PlanCommand(commands.Lister):
             note = (None if dry_run is None else
                     'dry run: no changes made' if dry_run else exc.note)
             raise errors.PlanError(exc.problems, note) from None
+        if self.stopped is not None:
+            self.stopped.exit()
         return self.exit_code
 
     def apply(self, parsed_args, hosts, more_hosts=None, allocations=None):
-        """Plan, apply unless --dry-run, and return the output rows."""
+        """Plan, apply unless --dry-run, and return the output rows.
+
+        SIGINT or SIGTERM stops the run before its next write
+        (:mod:`nvlink_placement.interrupt`): the rows are then the writes
+        made, standard error says which hosts are done, interrupted and
+        untouched, and the command exits 130 or 143.
+        """
         tracker = _Tracker()
-        with offline.placement(self.app, parsed_args) as client:
-            if not parsed_args.dry_run:
-                tracker.bar = progress.bar(len(hosts), self.cmd_name)
+        made = executor.Progress()
+        with interrupt.handled() as stop:
             try:
-                result = run.run(client, hosts,
-                                 apply=not parsed_args.dry_run,
-                                 workers=max(1, parsed_args.workers),
-                                 on_action=tracker.action,
-                                 on_host=tracker.host,
-                                 more_hosts=more_hosts,
-                                 allocations=allocations,
-                                 tables=offline.tables(client))
-            finally:
-                if tracker.bar is not None:
-                    tracker.bar.close()
-            report_retries(client)
+                result = self._run(parsed_args, stop, hosts, tracker, made,
+                                   more_hosts, allocations)
+            except errors.Interrupted:
+                result = None
+            if stop.requested():
+                return self.interrupted(parsed_args, stop, made)
         warn_findings(result.findings)
         shown = result.written() if result.applied else result.actions
         hosts_touched = display.plural(
@@ -144,6 +149,57 @@ class _PlanCommand(commands.Lister):
             LOG.error(changed_message(result.changed))
             self.exit_code = 1
         return act.COLUMNS, [a.row() for a in shown]
+
+    def _run(self, parsed_args, stop, hosts, tracker, made, more_hosts,
+             allocations):
+        with offline.placement(self.app, parsed_args, stop.event) as client:
+            if not parsed_args.dry_run:
+                tracker.bar = progress.bar(len(hosts), self.cmd_name)
+            try:
+                result = stop.call(
+                    run.run, client, hosts, apply=not parsed_args.dry_run,
+                    workers=max(1, parsed_args.workers),
+                    on_action=tracker.action, on_host=tracker.host,
+                    more_hosts=more_hosts, allocations=allocations,
+                    tables=offline.tables(client), progress=made)
+            finally:
+                if tracker.bar is not None:
+                    tracker.bar.close()
+            report_retries(client)
+        return result
+
+    def interrupted(self, parsed_args, stop, made):
+        """Say how far an interrupted run got; the rows of its writes."""
+        name = self.cmd_name.split()[-1]
+        if parsed_args.snapshot:
+            what = ('nothing written: %s' % (
+                '--save-snapshot %s not written' % parsed_args.save_snapshot
+                if parsed_args.save_snapshot else
+                'the embedded Placement is dropped'))
+        elif not made.planned:
+            what = 'nothing written'
+        else:
+            done, failed, cut, untouched = made.hosts()
+
+            def names(listed):
+                return ' (%s)' % display.names(listed) if listed else ''
+            what = '%s done%s, %s%d interrupted%s, %d untouched%s' % (
+                display.plural(len(done), 'host'), names(done),
+                '%d failed%s, ' % (len(failed), names(failed))
+                if failed else '', len(cut), names([
+                    '%s: %d of %d writes%s' % (
+                        host, count, planned,
+                        ', 1 unanswered' if unanswered else '')
+                    for host, count, planned, unanswered in cut]),
+                len(untouched), names(untouched))
+        self.app.stderr.write(
+            'interrupted by %s: %s; rerun `openstack nvlink %s` to finish; '
+            '`openstack nvlink check` shows the tree\n'
+            % (stop.name, what, name))
+        self.exit_code = stop.exit_code
+        self.stopped = stop
+        return act.COLUMNS, ([] if parsed_args.snapshot else
+                             [a.row() for a in made.made])
 
 
 #: Hosts named in the message of :func:`changed_message`.
@@ -207,7 +263,9 @@ class Reshape(_PlanCommand):
     nothing is written. A host that fails does not stop the others; the
     command then exits 1. Transient Placement failures (no connection, no
     answer, HTTP 5xx) are retried for --retry-window seconds; an interrupted
-    run is finished by running it again, or undone by flatten. Warns about
+    run is finished by running it again, or undone by flatten. Ctrl-C
+    (SIGINT) or SIGTERM stops it before its next write: it names the hosts
+    done, interrupted and untouched and exits 130 or 143. Warns about
     instances whose GPUs end up in different NVLink domains, and names each
     Nova PCI provider of a topology host that the topology does not list
     (it stays flat).
@@ -239,8 +297,9 @@ class Flatten(_PlanCommand):
     inside that compute node's tree, under the compute node or another of
     the tool's groups, holding no inventory. Nothing else is deleted.
     Allocations stay. Also undoes a reshape interrupted at any point.
-    Needs --host (repeatable) or --all (every tree with a group of the
-    tool).
+    Ctrl-C (SIGINT) or SIGTERM stops it before its next write (exit 130 or
+    143); running it again finishes. Needs --host (repeatable) or --all
+    (every tree with a group of the tool).
     """
 
     def get_parser(self, prog_name):

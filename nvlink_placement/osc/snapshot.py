@@ -9,6 +9,7 @@ import os_resource_classes
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import as_configured
+from nvlink_placement import interrupt
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.osc import live
@@ -177,6 +178,26 @@ class Snapshot(commands.Command):
             # Read before the export: a bad file costs no Placement reads.
             configured = topology_cmd.load_topology(
                 self.app, parsed_args.as_configured)
+        with interrupt.handled() as stop:
+            try:
+                # Once the file is written, a signal changes nothing.
+                return self._export(parsed_args, configured, stop)
+            except errors.Interrupted:
+                pass
+            output = parsed_args.output
+            self.app.stderr.write(
+                'interrupted by %s: no snapshot written (%s); run the '
+                'command again\n' % (stop.name, 'nothing on standard output'
+                                     if output == '-' else
+                                     '%s not written' % output))
+            stop.exit()
+            return stop.exit_code
+
+    def _export(self, parsed_args, configured, stop):
+        """Export and write the file; stops on ``stop`` before the write.
+
+        :raises Interrupted: a stop was requested; nothing was written.
+        """
         left_out = {}
         if parsed_args.from_topology:
             document = self._from_topology(parsed_args)
@@ -185,19 +206,23 @@ class Snapshot(commands.Command):
                 document = embedded.export(parsed_args.host, left_out)
         else:
             client = live.live_client(self.app, parsed_args, FROM_HINT)
-            document = snapshot_api.export(
-                client, parsed_args.host, workers=max(1, parsed_args.workers),
-                progress=_progress, left_out=left_out)
+            client.stop = stop.event
+            document = stop.call(
+                snapshot_api.export, client, parsed_args.host,
+                workers=max(1, parsed_args.workers), progress=_progress,
+                left_out=left_out)
         if configured is not None:
             document = self._as_configured(document, configured,
                                            parsed_args.host)
         output = parsed_args.output
         if output == '-':
+            if stop.requested():
+                raise errors.Interrupted()
             # As topology merge -o -: the data alone on standard output.
             self.app.stdout.write(snapshot.dumps(document))
             output = '<stdout>'
         else:
-            snapshot.write_file(document, output)
+            snapshot.write_file(document, output, stop.event)
         why = ('not named by --host' if parsed_args.host else
                'without a Nova PCI provider (--host names trees to export)')
         for line in snapshot.left_out_lines(output, left_out, why):
@@ -207,6 +232,7 @@ class Snapshot(commands.Command):
                 LOG.warning('%s', line)
         # On standard error, as reshape and flatten say --save-snapshot.
         self.app.stderr.write(offline.snapshot_written(output, document))
+        return 0
 
     def _as_configured(self, document, topology, names):
         hosts = [n for n in names if n in topology.hosts] if names else [
@@ -313,7 +339,25 @@ class SnapshotLoad(commands.Command):
             self.app.stderr.write('%s: dry run: would load %s; nothing '
                                   'written\n' % (parsed_args.file, what))
             return
-        snapshot_api.load(client, document, progress=_load_progress)
+        with interrupt.handled() as stop:
+            client.stop = stop.event
+            try:
+                stop.call(snapshot_api.load, client, document,
+                          progress=_load_progress)
+            except errors.Interrupted:
+                pass
+            if stop.requested():
+                writes = sum(client.requests[m]
+                             for m in ('POST', 'PUT', 'DELETE'))
+                self.app.stderr.write(
+                    'interrupted by %s: %s of %s loaded (%s sent); '
+                    'Placement holds part of the file: a second load is '
+                    'refused while any of it is there, so load into an '
+                    'empty Placement again\n' % (
+                        stop.name, 'nothing' if not writes else 'part',
+                        parsed_args.file, display.plural(writes, 'write')))
+                stop.exit()
+                return stop.exit_code
         self.app.stderr.write('%s: loaded %s into Placement\n'
                               % (parsed_args.file, what))
 

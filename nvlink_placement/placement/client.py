@@ -53,7 +53,9 @@ default) and the loop here is the only retry layer; keystoneauth still
 does the work it fits: the per-request ``timeout`` (passed to requests,
 raised as ``ConnectTimeout``), the exception mapping, the endpoint and the
 token. :class:`PlacementClient` also holds the deadline of the whole run
-(``run_timeout``): once it passes, no request is sent or retried.
+(``run_timeout``): once it passes, no request is sent or retried; and a
+stop (``stop``, set by SIGINT or SIGTERM, :mod:`nvlink_placement.interrupt`):
+once it is set, no request is sent and a back-off wait ends at once.
 """
 
 import collections
@@ -150,6 +152,8 @@ class PlacementClient(object):
     :param run_timeout: seconds from now after which no request is sent
         (None: no limit).
 
+    :ivar stop: ``threading.Event`` or None; once set, every request
+        raises :class:`errors.Interrupted` before it is sent (or resent).
     :ivar requests: ``collections.Counter`` of requests sent, by method.
     :ivar retried: ``collections.Counter`` of transient failures ridden
         out, by kind (``HTTP 503``, ``no connection``, ``timeout``).
@@ -166,6 +170,7 @@ class PlacementClient(object):
         self.run_timeout = run_timeout
         self.deadline = (None if run_timeout is None else
                          time.monotonic() + run_timeout)
+        self.stop = None
         self.requests = collections.Counter()
         self.retried = collections.Counter()
         self._counter_lock = threading.Lock()
@@ -185,6 +190,7 @@ class PlacementClient(object):
         :raises PlacementError: with Placement's detail and error code;
             ``status`` None when no answer came (unreachable, timed out,
             past the run's deadline).
+        :raises Interrupted: :attr:`stop` is set; the request was not sent.
         """
         headers = {'Accept': 'application/json'}
         if version:
@@ -229,6 +235,8 @@ class PlacementClient(object):
         first_failure = None
         attempt = 0
         while True:
+            if self.stop is not None and self.stop.is_set():
+                raise errors.Interrupted()
             timeout = self._timeout(method, url)
             if timeout is not None:
                 kwargs['timeout'] = timeout
@@ -270,7 +278,10 @@ class PlacementClient(object):
                 self.retried[kind] += 1
             LOG.info('%s %s: %s; retrying in %.1f s', method,
                      url.split('?')[0], _describe(kind, failure), delay)
-            time.sleep(delay)
+            if self.stop is None:
+                time.sleep(delay)
+            elif self.stop.wait(delay):
+                raise errors.Interrupted()
             attempt += 1
 
     def _notice(self, kind, failure):

@@ -19,7 +19,9 @@ an untyped consumer is exported without the key, as servers older than
 import copy
 import json
 import logging
+import os
 import re
+import tempfile
 import uuid as uuid_lib
 
 import jsonschema
@@ -257,13 +259,47 @@ def dumps(document):
     return json.dumps(document, indent=2, sort_keys=True) + '\n'
 
 
-def write_file(document, path):
-    """Write a snapshot as indented, key-sorted JSON (:func:`dumps`)."""
+def write_file(document, path, stop=None):
+    """Write a snapshot as indented, key-sorted JSON (:func:`dumps`).
+
+    Written to a temporary file next to ``path``, then renamed over it:
+    ``path`` is never left half-written (an earlier file stays as it was
+    on any failure). A ``path`` that exists and is no regular file (a
+    device such as ``/dev/null``, a pipe) is written in place.
+
+    :param stop: a ``threading.Event``; when it is set before the rename
+        (SIGINT, SIGTERM), the temporary file is removed and ``path`` is
+        not written.
+    :raises NvlinkError: ``path`` cannot be written.
+    :raises Interrupted: ``stop`` was set.
+    """
+    if os.path.exists(path) and not os.path.isfile(path):
+        try:
+            with open(path, 'w', encoding='utf-8') as f:
+                f.write(dumps(document))
+        except OSError as exc:
+            raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
     try:
-        with open(path, 'w', encoding='utf-8') as f:
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix='.tmp',
+                                   prefix='.%s.' % os.path.basename(path))
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
             f.write(dumps(document))
+        if stop is not None and stop.is_set():
+            raise errors.Interrupted()
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
         raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 # -- checking --------------------------------------------------------------

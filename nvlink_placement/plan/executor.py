@@ -23,11 +23,20 @@ been committed):
   that out when it reads its hosts again
   (:func:`nvlink_placement.plan.run.changed_under`).
 - ``delete-provider``: 404 means it is gone already.
+
+A stop (the client's ``stop`` event, set by SIGINT or SIGTERM, see
+:mod:`nvlink_placement.interrupt`) is checked before each write: no new
+write starts, the hosts not begun stay untouched, and a host cut between
+two writes is left in a state the next plan finishes or ``flatten``
+undoes (the planner adopts the groups an interrupted run left, see
+:func:`nvlink_placement.plan.planner.unowned_groups`). :class:`Progress`
+says how far each host got, also while a request hangs.
 """
 
 import concurrent.futures
 import itertools
 import logging
+import threading
 import urllib.parse
 import uuid as uuid_mod
 
@@ -48,8 +57,66 @@ class HostFailure(object):
         self.done = done
 
 
+#: How a host's apply ended (:attr:`Progress.ended`).
+DONE, FAILED, INTERRUPTED = 'done', 'failed', 'interrupted'
+
+
+class Progress(object):
+    """How far an apply got, host by host; safe to read while it runs.
+
+    :ivar planned: dict host -> writes planned, in plan order (filled
+        when the apply starts).
+    :ivar begun: dict host -> writes begun.
+    :ivar made: list of the actions applied, in the order made.
+    :ivar ended: dict host -> :data:`DONE`, :data:`FAILED` or
+        :data:`INTERRUPTED`.
+    """
+
+    def __init__(self):
+        self.planned = {}
+        self.begun = {}
+        self.made = []
+        self.ended = {}
+        self._lock = threading.Lock()
+
+    def begin(self, host):
+        with self._lock:
+            self.begun[host] = self.begun.get(host, 0) + 1
+
+    def record(self, action):
+        with self._lock:
+            self.made.append(action)
+
+    def end(self, host, how):
+        with self._lock:
+            self.ended[host] = how
+
+    def hosts(self):
+        """Where each planned host stands, in plan order.
+
+        :returns: ``(done, failed, cut, untouched)``: lists of names, but
+            ``cut`` (begun and not ended: interrupted) lists ``(host,
+            writes made, writes planned, unanswered)`` with
+            ``unanswered`` True when a write begun has no answer yet.
+        """
+        with self._lock:
+            made = {}
+            for action in self.made:
+                made[action.host] = made.get(action.host, 0) + 1
+            hosts = list(self.planned)
+            done = [h for h in hosts if self.ended.get(h) == DONE]
+            failed = [h for h in hosts if self.ended.get(h) == FAILED]
+            cut = [(h, made.get(h, 0), self.planned[h],
+                    self.ended.get(h) is None and
+                    self.begun[h] > made.get(h, 0))
+                   for h in hosts if self.begun.get(h) and
+                   self.ended.get(h) not in (DONE, FAILED)]
+            untouched = [h for h in hosts if not self.begun.get(h)]
+        return done, failed, cut, untouched
+
+
 def apply(client, actions, state, workers=1, on_action=None,
-          on_host=None):
+          on_host=None, progress=None):
     """Apply ``actions`` (from :func:`nvlink_placement.plan.planner.plan`).
 
     :param client: :class:`PlacementClient` (the server must speak 1.37:
@@ -58,33 +125,51 @@ def apply(client, actions, state, workers=1, on_action=None,
     :param workers: hosts applied in parallel.
     :param on_action: callable(action) after each successful write.
     :param on_host: callable(host, failure or None) when a host is done.
+    :param progress: a :class:`Progress` to fill, or None.
     :returns: list of :class:`HostFailure` (empty when all went well).
     :raises PlacementError: when a trait cannot be created (every host
         needs it, so nothing else is attempted).
+    :raises Interrupted: the client's ``stop`` was set; ``progress`` says
+        how far the hosts got.
     """
     on_action = on_action or (lambda action: None)
     on_host = on_host or (lambda host, failure: None)
+    progress = progress or Progress()
+    stop = client.stop or threading.Event()
+    host_actions = [a for a in actions if a.action != act.CREATE_TRAIT]
+    by_host = [(host, list(group)) for host, group in itertools.groupby(
+        host_actions, key=lambda a: a.host)]
+    progress.planned.update((host, len(items)) for host, items in by_host)
     for action in actions:
         if action.action == act.CREATE_TRAIT:
             client.request('PUT', '/traits/%s' % action.provider,
                            version=pc.WRITE_VERSION, expect=(201, 204))
             on_action(action)
-    host_actions = [a for a in actions if a.action != act.CREATE_TRAIT]
-    by_host = [(host, list(group)) for host, group in itertools.groupby(
-        host_actions, key=lambda a: a.host)]
     uuids = {p.name: p.uuid for p in state.by_uuid.values()}
 
+    def made(action):
+        progress.record(action)
+        on_action(action)
+
     def run(host, items):
-        runner = _HostRunner(client, dict(uuids), on_action)
+        runner = _HostRunner(client, dict(uuids), made)
         done = 0
         try:
             for action in items:
+                if stop.is_set():
+                    raise errors.Interrupted()
+                progress.begin(host)
                 runner.apply(action)
                 done += 1
+        except errors.Interrupted:
+            if progress.begun.get(host):
+                progress.end(host, INTERRUPTED)
+            return None
         except errors.NvlinkError as exc:
             failure = HostFailure(host, str(exc), done)
         else:
             failure = None
+        progress.end(host, FAILED if failure else DONE)
         on_host(host, failure)
         return failure
 
@@ -93,6 +178,8 @@ def apply(client, actions, state, workers=1, on_action=None,
     else:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             results = list(pool.map(lambda hi: run(*hi), by_host))
+    if stop.is_set():
+        raise errors.Interrupted()
     return [r for r in results if r is not None]
 
 

@@ -279,7 +279,7 @@ def _consumer_reads(client, consumers):
 
 def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         on_host=None, more_hosts=None, allocations=None, members=False,
-        servers=None, free=False, tables=None):
+        servers=None, free=False, tables=None, progress=None):
     """Read Placement, plan, and apply unless ``apply`` is False.
 
     ``allocations``, ``members``, ``servers``, ``free``: see
@@ -291,6 +291,9 @@ def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         (``writes_tables``) the allocations are read from and the plan is
         written to in one transaction (:mod:`.bulk`; ``--snapshot``), or
         None: through the API (:mod:`.executor`).
+    :param progress: an :class:`executor.Progress` the API writes fill.
+    :raises Interrupted: the client's ``stop`` was set (see
+        :func:`executor.apply`).
     """
     wanted = list(desired_hosts)
     if more_hosts is not None:
@@ -310,7 +313,7 @@ def run(client, desired_hosts, apply=True, workers=1, on_action=None,
         return Result(plan.actions, plan.findings, failures, True, current)
     failures = executor.apply(client, plan.actions, current,
                               workers=workers, on_action=on_action,
-                              on_host=on_host)
+                              on_host=on_host, progress=progress)
     result = Result(plan.actions, plan.findings, failures, True, current)
     result.changed = changed_under(client, wanted, result, members)
     return result

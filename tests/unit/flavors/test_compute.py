@@ -1,5 +1,6 @@
 """Creating and updating flavors through the compute API."""
 
+import threading
 import types
 
 from oslotest import base
@@ -159,6 +160,27 @@ class TestApply(base.BaseTestCase):
             'only). Flavor '
             'gpu.h100.2x, created by this run, was deleted again. Nothing '
             'else was written.', str(exc))
+
+    def test_stop_finishes_the_flavor_begun_and_begins_no_other(self):
+        stop = threading.Event()
+        made = compute.Progress()
+        post = self.proxy.post
+
+        def post_then_stop(*args, **kwargs):
+            stop.set()     # a signal while the first flavor is written
+            return post(*args, **kwargs)
+        self.proxy.post = post_then_stop
+        self.assertRaises(errors.Interrupted, compute.apply, self.connection,
+                          self.specs, stop=stop, progress=made)
+        self.assertEqual([
+            ('post', '/flavors/gpu.h100.2x/os-extra_specs',
+             {'placement:group_policy': 'none'}, '2.86'),
+            ('delete', 'gpu.h100.2x', 'trait_nvl4:X'),
+        ], self.proxy.calls)
+        self.assertEqual(['gpu.h100.2x', 'gpu.h100.1x'], made.planned)
+        self.assertEqual([('gpu.h100.2x', 'set-property'),
+                          ('gpu.h100.2x', 'unset-property')],
+                         [(c.flavor, c.action) for c in made.made])
 
     def test_compute_api_without_validation_is_refused(self):
         proxy = _Compute({}, max_version=(2, 79))
