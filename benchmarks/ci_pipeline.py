@@ -11,13 +11,15 @@ from ``nova-config``'s ``[pci] device_spec``):
 
 1. ``topology validate --strict``
 2. ``check`` on the production snapshot (loads it; exit 2: it drifted)
-3. ``reshape --dry-run`` (the plan)
-4. ``reshape --save-snapshot`` (apply offline, save the result)
-5. ``flavor generate -f json`` (the 1-, 2-, 4- and 8-GPU flavors)
-6. ``flavor verify`` of every flavor on every host of the saved result
-7. ``check`` on the saved result: only drift that no command repairs
-   (split instances, unknown GPUs, missing member traits) is left
-8. ``nova-config --ini`` (the Nova config per host)
+3. ``snapshot --as-configured`` (the production snapshot as Nova reports
+   it once ``nova-config``'s entries run: the planned state)
+4. ``reshape --dry-run`` on the planned state (the plan)
+5. ``reshape --save-snapshot`` (apply offline, save the result)
+6. ``flavor generate -f json`` (the 1-, 2-, 4- and 8-GPU flavors)
+7. ``flavor verify`` of every flavor on every host of the saved result
+8. ``check`` on the saved result: only drift that no command repairs
+   (split instances, unknown GPUs) is left
+9. ``nova-config --ini`` (the Nova config per host)
 
 For each step: wall and CPU seconds (the process's own, from
 ``wait4``), its peak resident memory, its exit status and what it found;
@@ -75,6 +77,7 @@ def steps(tmp):
     """``(name, argv, expected exit codes, stdout file or None)``."""
     topology = os.path.join(tmp, 'topology.yaml')
     prod = os.path.join(tmp, 'prod.json')
+    planned = os.path.join(tmp, 'planned.json')
     reshaped = os.path.join(tmp, 'reshaped.json')
     flavors = os.path.join(tmp, 'flavors.json')
     return [
@@ -84,11 +87,14 @@ def steps(tmp):
         ('check (production snapshot)',
          ['nvlink', 'check', '--topology', topology, '--snapshot', prod,
           '-f', 'json'], (2,), None),
+        ('snapshot --as-configured',
+         ['nvlink', 'snapshot', '--snapshot', prod, '--as-configured',
+          topology, '-o', planned], (0,), None),
         ('reshape --dry-run',
-         ['nvlink', 'reshape', '--topology', topology, '--snapshot', prod,
+         ['nvlink', 'reshape', '--topology', topology, '--snapshot', planned,
           '--dry-run', '-f', 'json'], (0,), None),
         ('reshape --save-snapshot',
-         ['nvlink', 'reshape', '--topology', topology, '--snapshot', prod,
+         ['nvlink', 'reshape', '--topology', topology, '--snapshot', planned,
           '--save-snapshot', reshaped, '-f', 'json'], (0,), None),
         ('flavor generate',
          ['nvlink', 'flavor', 'generate', '--topology', topology, '--alias',
@@ -113,6 +119,8 @@ def found(name, result, stdout_path):
     if stdout_path:
         with open(stdout_path) as f:
             text = f.read()
+    if name.startswith('snapshot'):
+        return result['stderr'].strip().splitlines()[-1][:80]
     if name.startswith('nova-config'):
         return '%d lines' % len(text.splitlines())
     rows = json.loads(text) if text.strip() else []

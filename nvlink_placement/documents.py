@@ -20,7 +20,10 @@ key path:
   break later; PCI addresses (``0000:19:00.0``) stay strings instead of
   YAML 1.1 base-60 numbers.
 
-Values shown in messages are cut short (:func:`short`). Standard library
+YAML is parsed by libyaml where PyYAML has it (about five times faster)
+and by PyYAML's Python parser where the two could differ; both give the
+same documents and messages (:func:`parse_yaml`). Values shown in
+messages are cut short (:func:`short`). Standard library
 only, except that YAML parsing imports PyYAML when it is needed: the
 partition hook reads JSON with nothing but Python.
 """
@@ -47,6 +50,11 @@ _UTF8_BOM = b'\xef\xbb\xbf'
 _PLAIN_KEY = re.compile(r'^[A-Za-z0-9_-]+$')
 # YAML 1.1 reads an unquoted 0000:19:00.0 as a base-60 float (1140.0).
 _PCI_LIKE = re.compile(r'^[0-9a-fA-F]+(?::[0-9a-fA-F]+){1,2}\.[0-7]$')
+# Text libyaml is not given: anything but printable ASCII and newlines
+# (PyYAML's reader refuses some characters libyaml reads), tabs and "?"
+# (PyYAML refuses some uses libyaml reads), directives, tags, anchors and
+# aliases (refused or rare: read by PyYAML, for its messages).
+_NOT_FOR_LIBYAML = re.compile(r'[^\n\x20-\x7e]|[?%!&*]')
 _YAML_TYPES = {'int': 'an integer', 'float': 'a number',
                'bool': 'a boolean', 'null': 'null', 'timestamp': 'a date',
                'merge': 'a merge key (<<, which needs aliases)',
@@ -332,14 +340,24 @@ def _line(mark):
 
 
 @functools.lru_cache(maxsize=None)
-def _yaml_loader():
-    """The YAML loader class (built on first use: PyYAML is optional)."""
+def _yaml_loaders():
+    """The YAML loader classes, built on first use (PyYAML is optional).
+
+    :returns: ``(python, fast)``: ``python`` reads with PyYAML's pure
+        Python reader, scanner and parser; ``fast`` takes the same events
+        from libyaml (``yaml.cyaml.CParser``, several times faster), or is
+        ``None`` where PyYAML was built without it. Both compose the nodes
+        with the same checks in Python, so they refuse the same documents
+        with the same messages; only a document libyaml finds invalid is
+        read again by ``python``, for PyYAML's own message.
+    """
     import yaml
+    from yaml import composer
 
     str_tag = 'tag:yaml.org,2002:str'
 
-    class Loader(yaml.SafeLoader):
-        """SafeLoader composing only documents this module accepts."""
+    class Checks(composer.Composer):
+        """Composing only documents this module accepts."""
 
         source = '<document>'
 
@@ -400,16 +418,55 @@ def _yaml_loader():
                                         key.start_mark.line + 1))
                 first[key.value] = key.start_mark.line + 1
 
+    class Loader(Checks, yaml.SafeLoader):
+        """SafeLoader composing only documents this module accepts."""
+
     for digit in '0123456789':
         Loader.add_implicit_resolver(str_tag, _PCI_LIKE, [digit])
         resolvers = Loader.yaml_implicit_resolvers[digit]
         resolvers.insert(0, resolvers.pop())
-    return Loader
+    if not getattr(yaml, '__with_libyaml__', False):
+        return Loader, None
+    from yaml import constructor
+    from yaml import cyaml
+    from yaml import resolver
+
+    class FastLoader(Checks, cyaml.CParser, constructor.SafeConstructor,
+                     resolver.Resolver):
+        """``Loader`` with libyaml's events (composed by ``Checks``)."""
+
+        yaml_implicit_resolvers = Loader.yaml_implicit_resolvers
+
+        def __init__(self, stream):
+            cyaml.CParser.__init__(self, stream)
+            composer.Composer.__init__(self)
+            constructor.SafeConstructor.__init__(self)
+            resolver.Resolver.__init__(self)
+
+    return Loader, FastLoader
 
 
-def parse_yaml(text, source):
+def _compose(loader_class, text, source):
+    loader = loader_class(text)
+    try:
+        loader.source = source
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def parse_yaml(text, source, libyaml=True):
     """``yaml.safe_load`` with the checks of this module.
 
+    libyaml reads the document where PyYAML has it, unless the text holds
+    what the two parsers may read differently (see
+    :data:`_NOT_FOR_LIBYAML`); a document libyaml or the checks refuse is
+    read again by PyYAML's Python parser, whose verdict and message are
+    the ones given (:func:`_yaml_loaders`). ``tests/unit/
+    test_fuzz_inputs.py`` compares the two on mutated files.
+
+    :param libyaml: False: PyYAML's Python parser only (what libyaml's
+        reading is compared with).
     :raises DocumentError: ``<source>: line L column C: invalid YAML:
         ...``, or naming the key path (and line) of an alias, a key that
         is not a string or repeats, a nesting too deep or a number too
@@ -417,12 +474,16 @@ def parse_yaml(text, source):
     """
     import yaml
 
-    loader = None
+    python, fast = _yaml_loaders()
+    if libyaml and fast is not None and not _NOT_FOR_LIBYAML.search(text):
+        try:
+            return _compose(fast, text, source)
+        except (yaml.YAMLError, DocumentError, ValueError, TypeError,
+                OverflowError):
+            pass
     try:
         # The reader refuses control characters while it is built.
-        loader = _yaml_loader()(text)
-        loader.source = source
-        return loader.get_single_data()
+        return _compose(python, text, source)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         reason = ' '.join(str(exc.problem or exc.context).split())
@@ -437,6 +498,3 @@ def parse_yaml(text, source):
         # A constructor refused a value, e.g. a date 2024-13-45.
         raise DocumentError(source, 'invalid YAML value: %s'
                             % ' '.join(str(exc).split())[:200])
-    finally:
-        if loader is not None:
-            loader.dispose()

@@ -41,6 +41,7 @@ COLUMNS = ('flavor', 'host', 'candidates', 'valid_sets', 'invalid_sets',
 LIST_VERSION = '1.22'          # forbidden traits in GET /resource_providers
 SHOWN_PER_HOST = 5             # offending sets named per host and kind
 DEFAULT_TIMEOUT = 60           # seconds, live Placement only
+_IDLE = 'idle GPUs'            # the listings key of state.free_gpus
 WIDE_TREE_HINT = (
     'Placement enumerates every permutation of identical GPUs when a flavor '
     'asks for several separate GPU groups (Launchpad bugs 2070257, '
@@ -425,6 +426,51 @@ def _listed(client, resources, required, listings=None):
     return found
 
 
+def _free(client, request, listings):
+    """The GPUs of the alias' class and traits with a free unit."""
+    alias = request.alias
+    return _listed(client, {alias.resource_class: 1},
+                   ','.join(alias.traits), listings)
+
+
+def _owners(client, request, listings):
+    """The providers with the traits Nova requires of the root, or None."""
+    nova = request.nova
+    return (_listed(client, {}, ','.join(nova.root_required), listings)
+            if nova.root_required else None)
+
+
+def _idle_gpus(client, listings):
+    """:func:`state.free_gpus`, asked once per ``listings``."""
+    if listings is not None and _IDLE in listings:
+        return listings[_IDLE]
+    idle = state_mod.free_gpus(client)
+    if listings is not None:
+        listings[_IDLE] = idle
+    return idle
+
+
+def prefetch(client, requests, listings):
+    """Fill ``listings`` with what the flavors of ``requests`` share.
+
+    The free GPUs of each alias, the providers with the owner traits and
+    the idle GPUs, before :func:`verify` runs the flavors in forked
+    processes (:mod:`nvlink_placement.forkmap`), each of which would ask
+    for them again. A listing Placement refuses is left out (the flavor's
+    :func:`verify` reports it).
+
+    :raises PlacementError: on transport errors and 5xx.
+    """
+    try:
+        for request in requests:
+            _free(client, request, listings)
+            _owners(client, request, listings)
+        _idle_gpus(client, listings)
+    except errors.PlacementError as exc:
+        if exc.status is None or exc.status >= 500:
+            raise
+
+
 def verify(client, request, hosts, providers=None, only=False, others=(),
            listings=None):
     """Run ``request`` and :func:`check` the answer.
@@ -441,9 +487,9 @@ def verify(client, request, hosts, providers=None, only=False, others=(),
     :param only: ``others``: see :func:`check`.
     :param listings: optional dict shared by the flavors of one run: a
         provider listing asked again (the free GPUs of an alias, the
-        providers with the owner trait) is answered from it, not sent
-        again (at 1000 hosts each costs Placement about half a second;
-        nothing writes in between).
+        providers with the owner trait, the idle GPUs) is answered from
+        it, not sent again (at 1000 hosts each costs Placement about half
+        a second; nothing writes in between). :func:`prefetch` fills it.
     :returns: :class:`FlavorResult`; a query Placement refuses (HTTP
         4xx: an unknown trait or resource class, a bad same_subtree) gives
         a result with that problem.
@@ -456,8 +502,7 @@ def verify(client, request, hosts, providers=None, only=False, others=(),
             providers = read_providers(client)
         params = dict(request.params)
         alias = request.alias
-        free = _listed(client, {alias.resource_class: 1},
-                       ','.join(alias.traits), listings)
+        free = _free(client, request, listings)
         resources = {rc: int(n) for rc, n in (
             item.split(':') for item in params['resources'].split(','))
         } if 'resources' in params else {}
@@ -465,10 +510,8 @@ def verify(client, request, hosts, providers=None, only=False, others=(),
         required += ['!' + t for t in nova.root_forbidden]
         eligible = _listed(client, resources, ','.join(
             required), listings) if resources else None
-        owners = (_listed(client, {}, ','.join(nova.root_required),
-                          listings)
-                  if nova.root_required else None)
-        idle_gpus = state_mod.free_gpus(client)
+        owners = _owners(client, request, listings)
+        idle_gpus = _idle_gpus(client, listings)
         wanted = set(member_indexes(request).values())
         configured = set() if wanted else None
         for trait, _, i in wanted:

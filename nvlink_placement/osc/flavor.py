@@ -21,6 +21,7 @@ from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import rollout
 from nvlink_placement.flavors import verify
+from nvlink_placement import forkmap
 from nvlink_placement import interrupt
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
@@ -437,7 +438,6 @@ class VerifyFlavors(commands.Lister):
                               parsed_args.owner_filter)
         queries = [request.build(f, aliases, parsed_args.limit, nova)
                    for f in flavors]
-        results = []
         with offline.placement(self.app, parsed_args) as client:
             if not parsed_args.snapshot:
                 client = verify.with_timeout(client, parsed_args.timeout)
@@ -447,14 +447,23 @@ class VerifyFlavors(commands.Lister):
             self.app.stderr.write('flavor verify: %s\n' % nova.describe())
             providers = verify.read_providers(client)
             listings = {}
+            others = list(topology.hosts.values())
+
+            def verify_one(query):
+                return verify.verify(client, query, hosts, providers,
+                                     only=bool(parsed_args.host),
+                                     others=others, listings=listings)
             for query in queries:
                 LOG.info('%s: GET /allocation_candidates?%s', query.flavor,
                          query.display)
-                results.append(verify.verify(
-                    client, query, hosts, providers,
-                    only=bool(parsed_args.host),
-                    others=list(topology.hosts.values()),
-                    listings=listings))
+            if parsed_args.snapshot:
+                # The embedded Placement only reads from here on: its
+                # flavors are verified in parallel, one process per core.
+                verify.prefetch(client, queries, listings)
+                results = forkmap.forkmap(verify_one, queries,
+                                          forkmap.workers())
+            else:
+                results = [verify_one(query) for query in queries]
         for result in results:
             self.app.stderr.write(result.summary() + '\n')
             for warning in result.warnings:

@@ -26,6 +26,7 @@ candidate queries over many identical GPUs cannot hang the tool:
 """
 
 import logging
+import os
 import threading
 import uuid
 
@@ -34,6 +35,7 @@ from keystoneauth1 import session as ks_session
 from oslo_config import cfg
 from oslo_db.sqlalchemy import engines
 import requests
+import sqlalchemy
 
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot_api
@@ -60,6 +62,11 @@ def _config():
     conf([], project='placement', default_config_files=[],
          default_config_dirs=[])
     return conf
+
+
+def _adopt(dbapi_connection, connection_record, connection_proxy):
+    """Mark the connection as this process's (see oslo.db's guard)."""
+    connection_record.info['pid'] = os.getpid()
 
 
 class EmbeddedClient(pc.PlacementClient):
@@ -125,6 +132,10 @@ class EmbeddedPlacement(object):
             _CONFIGURED = True
         self.engine = engines.create_engine('sqlite://', thread_checkin=False)
         self._stack.append(self.engine.dispose)
+        # oslo.db drops a connection checked out in a forked process; here
+        # the database is that connection (in memory): a forked process
+        # reading its copy (nvlink_placement.forkmap) keeps it.
+        sqlalchemy.event.listen(self.engine, 'checkout', _adopt, insert=True)
         migration.create_schema(self.engine)
         self._stack.append(
             db_api.placement_context_manager.patch_engine(self.engine))

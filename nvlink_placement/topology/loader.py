@@ -18,6 +18,7 @@ import jsonschema
 
 from nvlink_placement import documents
 from nvlink_placement import errors
+from nvlink_placement import quickschema
 from nvlink_placement.topology import boards as catalog
 from nvlink_placement.topology import coverage
 from nvlink_placement.topology import laminar
@@ -30,6 +31,8 @@ from nvlink_placement.topology import schema
 # Longest gpus_file accepted, and longest name in it (Linux NAME_MAX).
 MAX_PATH = 1024
 MAX_NAME = 255
+_QUICK_CHECKS = {id(s): quickschema.compile(s)
+                 for s in (schema.TOPOLOGY, schema.MODULE_MAPPING)}
 
 
 def read_document(path):
@@ -47,7 +50,14 @@ def read_document(path):
 
 
 def _schema_errors(document, validator_schema):
-    """Schema problems as ``(key path parts, message, is_unknown_key)``."""
+    """Schema problems as ``(key path parts, message, is_unknown_key)``.
+
+    jsonschema runs only when :mod:`.quickschema` does not accept the
+    document at once.
+    """
+    quick = _QUICK_CHECKS.get(id(validator_schema))
+    if quick is not None and quickschema.accepts(quick, document):
+        return []
     validator = jsonschema.Draft202012Validator(validator_schema)
     problems = []
     for error in validator.iter_errors(document):

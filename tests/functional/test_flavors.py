@@ -18,6 +18,7 @@ from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
+from nvlink_placement import forkmap
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
@@ -130,8 +131,8 @@ class TestReshapedFlavors(_FlavorCase):
 
     def test_listings_shared_by_flavors_give_the_same_verdicts(self):
         # flavor verify shares one listings dict between its flavors: the
-        # free GPUs and the owner listing are asked once, the verdicts
-        # are those of flavors verified one by one.
+        # free GPUs, the owner listing and the idle GPUs are asked once,
+        # the verdicts are those of flavors verified one by one.
         hosts = list(loader.load(base.H100_TOPOLOGY).hosts.values())
         aliases = {'h100': request.Alias('h100', H100_RC)}
         queries = [request.build(request.flavor_from_dict(f), aliases)
@@ -147,9 +148,23 @@ class TestReshapedFlavors(_FlavorCase):
         alone, sent_alone = run_all(None)
         shared, sent_shared = run_all({})
         self.assertEqual(alone, shared)
-        # Shared: the free GPUs and the owners are listed once for the
-        # four flavors, not once each.
-        self.assertEqual(sent_alone - 2 * 3, sent_shared)
+        before = self.client.requests['GET']
+        state_mod.free_gpus(self.client)
+        idle = self.client.requests['GET'] - before
+        self.assertGreater(idle, 1)   # the classes, each custom class
+        # Shared: the free GPUs, the owners and the idle GPUs are listed
+        # once for the four flavors, not once each.
+        self.assertEqual(sent_alone - (2 + idle) * 3, sent_shared)
+        # Prefetched, then verified in forked processes (as flavor verify
+        # does offline): the same verdicts, nothing shared asked again.
+        listings = {}
+        verify.prefetch(self.client, queries, listings)
+        self.assertEqual(3, len(listings))
+        forked = forkmap.forkmap(
+            lambda q: verify.verify(self.client, q, hosts, providers,
+                                    listings=listings), queries, 2)
+        self.assertEqual(alone, [(r.rows(), r.problems, r.warnings)
+                                 for r in forked])
 
     def test_b200_sets_are_the_adjacent_pairs(self):
         results = self.verify(B200_TOPOLOGY, 'b200', B200_RC,

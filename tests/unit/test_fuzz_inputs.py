@@ -35,6 +35,7 @@ from nvlink_placement.discovery import fm_partitions
 from nvlink_placement.discovery import module_ids
 from nvlink_placement.discovery import nvidia_smi
 from nvlink_placement.discovery import topo_matrix
+from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
@@ -51,6 +52,7 @@ CASES = 12           # per seed file
 MAX_MEMORY = 64 * 1024 * 1024
 MAX_LINE = 1000
 HANG_SECONDS = 60
+LIBYAML_CASES = 600
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, 'etc', 'examples')
@@ -241,6 +243,43 @@ class TestFuzzLoaders(base.BaseTestCase):
         self.fuzz('domain.xml', samples.domain_xml(
             [helpers.BY_MODULE[1], helpers.BY_MODULE[3]]).encode(),
             parse_xml)
+
+    def test_libyaml_reads_as_pyyaml(self):
+        # documents.parse_yaml hands plain text to libyaml: each mutated
+        # file gives the same document, or the same message, as PyYAML's
+        # Python parser alone (the reader before libyaml was used).
+        seeds = [self.read('etc', 'examples', name) for name in (
+            'hgx-h100.yaml', 'hgx-b200.yaml', 'pcie-bridge-pairs.yaml')]
+        seeds.append(b'- name: h100\n  vendor_id: "10de"\n  traits: A,B\n'
+                     b'- {name: "a100", resource_class: CUSTOM_X}\n')
+        rng = random.Random('%d/libyaml' % SEED)
+        plain = 0
+        for index in range(LIBYAML_CASES):
+            data, names = mutate(rng.choice(seeds) + rng.choice(
+                (b'', b'x: [a:b, {c: d}]\n', b'y: "\\x41\\u263a"\n',
+                 b'z: |\n  t\n', b'w: {? a : b}\n', b'v:\tx\n')), rng)
+            try:
+                text = documents.read_text(self.write(data), 1 << 20)
+            except documents.DocumentError:
+                continue
+            plain += not documents._NOT_FOR_LIBYAML.search(text)
+            found = [self.outcome(text, libyaml) for libyaml in (True, False)]
+            self.assertEqual(found[1], found[0],
+                             'case %d %s (seed %d)' % (index, names, SEED))
+        self.assertGreater(plain, LIBYAML_CASES // 2)
+
+    def write(self, data):
+        path = os.path.join(self.dir, 'd.yaml')
+        with open(path, 'wb') as handle:
+            handle.write(data)
+        return path
+
+    @staticmethod
+    def outcome(text, libyaml):
+        try:
+            return documents.parse_yaml(text, 'd.yaml', libyaml=libyaml)
+        except documents.DocumentError as exc:
+            return str(exc)
 
     def exit_1(self, name, *argv):
         """A failing case through the ``openstack`` CLI: exit 1, one error."""

@@ -1,0 +1,45 @@
+"""forkmap: the results of a plain loop, from forked processes."""
+
+import os
+
+from oslotest import base
+
+from nvlink_placement import forkmap
+
+
+class TestForkmap(base.BaseTestCase):
+
+    def test_results_in_order_from_other_processes(self):
+        parent = os.getpid()
+        found = forkmap.forkmap(lambda i: (i * i, os.getpid() != parent),
+                                range(7), 3)
+        self.assertEqual([(i * i, True) for i in range(7)], found)
+
+    def test_failures_run_again_here(self):
+        parent = os.getpid()
+
+        def function(i):
+            if i == 1 and os.getpid() != parent:
+                raise ValueError('only in a forked process')
+            if i == 2:
+                return lambda: 'does not pickle'
+            return i, os.getpid() == parent
+        found = forkmap.forkmap(function, range(4), 2)
+        self.assertEqual([(0, False), (1, True), (3, False)],
+                         [found[0], found[1], found[3]])
+        self.assertEqual('does not pickle', found[2]())
+
+    def test_the_first_failure_is_raised(self):
+        def function(i):
+            raise KeyError(i)
+        exc = self.assertRaises(KeyError, forkmap.forkmap, function,
+                                [5, 6], 2)
+        self.assertEqual(5, exc.args[0])
+
+    def test_one_worker_or_one_item_runs_here(self):
+        parent = os.getpid()
+        for items, workers in (([1, 2], 1), ([1], 4), ([], 4)):
+            self.assertEqual(
+                [(i, parent) for i in items],
+                forkmap.forkmap(lambda i: (i, os.getpid()), items, workers))
+        self.assertGreaterEqual(forkmap.workers(), 1)
