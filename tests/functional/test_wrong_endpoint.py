@@ -126,6 +126,7 @@ class TestNoticeOncePerProcess(base.BaseTestCase):
         self.assertEqual(['Placement at %s did not answer (connection '
                           'refused); retrying for up to 0.3 s '
                           '(--retry-window)' % url], notices)
-        # Each retry is still logged, at INFO.
-        self.assertGreater(sum(1 for line in logger.output.splitlines()
-                               if 'retrying in' in line), 2)
+        # Each retry is still logged, at INFO: at least one per request
+        # (how many fit in 0.3 s depends on the machine's load).
+        self.assertGreaterEqual(sum(1 for line in logger.output.splitlines()
+                                    if 'retrying in' in line), 2)
