@@ -16,11 +16,15 @@ from nvlink_placement import errors
 MAX_BYTES = 16 * 1024 * 1024
 
 
-def write(path, text, mode=0o644):
+def write(path, text, mode=0o644, stop=None):
     """Replace ``path`` with ``text`` atomically.
 
+    :param stop: a ``threading.Event``; when it is set before the rename
+        (SIGINT, SIGTERM), the temporary file is removed and ``path`` is
+        left as it was.
     :raises NvlinkError: naming the file, when it cannot be written (the
         old file, if any, is left as it was).
+    :raises Interrupted: ``stop`` was set.
     """
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
@@ -32,6 +36,8 @@ def write(path, text, mode=0o644):
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if stop is not None and stop.is_set():
+            raise errors.Interrupted()
         os.chmod(tmp, mode)
         os.replace(tmp, path)
         tmp = None

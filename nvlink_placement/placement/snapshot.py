@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import uuid as uuid_lib
 
 import jsonschema
@@ -32,6 +31,7 @@ from oslo_utils import uuidutils
 from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement import quickschema
+from nvlink_placement import textfile
 
 LOG = logging.getLogger(__name__)
 
@@ -282,26 +282,7 @@ def write_file(document, path, stop=None):
         except OSError as exc:
             raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix='.tmp',
-                                   prefix='.%s.' % os.path.basename(path))
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            f.write(dumps(document))
-        if stop is not None and stop.is_set():
-            raise errors.Interrupted()
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise errors.NvlinkError('%s: %s' % (path, exc.strerror or exc))
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    textfile.write(path, dumps(document), stop=stop)
 
 
 # -- checking --------------------------------------------------------------
