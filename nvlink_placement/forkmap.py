@@ -17,6 +17,8 @@ import multiprocessing
 import os
 import sys
 
+from nvlink_placement import heap
+
 # What the forked processes run: (function, items), set before they fork.
 _WORK = None
 
@@ -48,7 +50,8 @@ def forkmap(function, items, workers):
         stream.flush()
     _WORK = (function, items)
     try:
-        with multiprocessing.get_context('fork').Pool(workers) as pool:
+        with heap.frozen(), \
+                multiprocessing.get_context('fork').Pool(workers) as pool:
             pending = [pool.apply_async(_call, (i,))
                        for i in range(len(items))]
             answers = []

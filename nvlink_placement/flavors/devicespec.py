@@ -28,6 +28,7 @@ would not start.
 """
 
 import dataclasses
+import functools
 import json
 import re
 
@@ -81,18 +82,28 @@ class Entry:
     def traits(self):
         """The provider traits Nova writes for a device of this entry."""
         found = {'COMPUTE_MANAGED_PCI_DEVICE'}
-        text = self.tags.get('traits', '')
-        if text:
-            names = text.split(',')
-            standard, rest = os_traits.check_traits(names)
-            found.update(standard)
-            for name in rest:
-                name = name.upper()
-                found.add(name if os_traits.is_custom(name)
-                          else os_traits.normalize_name(name))
+        found.update(_tag_traits(self.tags.get('traits', '')))
         if self.tags.get('live_migratable', 'false').lower() in _TRUE:
             found.add('HW_PCI_LIVE_MIGRATABLE')
         return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _tag_traits(text):
+    """The traits of a ``traits`` tag value: a frozenset of str.
+
+    Cached: a fleet's entries repeat a handful of tag values, and
+    ``os_traits.check_traits`` lists every standard trait at each call.
+    """
+    if not text:
+        return frozenset()
+    standard, rest = os_traits.check_traits(text.split(','))
+    found = set(standard)
+    for name in rest:
+        name = name.upper()
+        found.add(name if os_traits.is_custom(name)
+                  else os_traits.normalize_name(name))
+    return frozenset(found)
 
 
 def _split(address):

@@ -445,7 +445,9 @@ class VerifyFlavors(commands.Lister):
                 queries = [request.build(f, aliases, parsed_args.limit,
                                          nova) for f in flavors]
             self.app.stderr.write('flavor verify: %s\n' % nova.describe())
-            providers = verify.read_providers(client)
+            tables = offline.tables(client)
+            providers = (tables.provider_roots() if tables is not None
+                         else verify.read_providers(client))
             listings = {}
             others = list(topology.hosts.values())
 

@@ -9,6 +9,7 @@ import contextlib
 import os
 
 from nvlink_placement import errors
+from nvlink_placement import heap
 from nvlink_placement.osc import display
 from nvlink_placement.osc import live
 from nvlink_placement.placement import snapshot
@@ -102,7 +103,7 @@ def offline(path, save=None, stop=None):
     """
     from nvlink_placement.placement import embedded
     embedded_placement = embedded.EmbeddedPlacement(snapshot.read_file(path))
-    with embedded_placement:
+    with embedded_placement, heap.frozen():
         embedded_placement.client.requests.clear()
         yield embedded_placement
         if save:

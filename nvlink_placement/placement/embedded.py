@@ -197,6 +197,15 @@ class EmbeddedPlacement(object):
         with self.client.lock:
             return snapshot_db.state(self.engine, traits, trait_prefixes)
 
+    def provider_roots(self):
+        """``{rp uuid: (name, root uuid)}`` of every provider.
+
+        From the tables (:func:`snapshot_db.provider_roots`; needs
+        :attr:`writes_tables`).
+        """
+        with self.client.lock:
+            return snapshot_db.provider_roots(self.engine)
+
     def allocations(self, uuids):
         """``{rp uuid: {consumer: {rc: used}}}`` of ``uuids``.
 

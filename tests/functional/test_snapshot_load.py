@@ -1,11 +1,14 @@
 """Bulk load and export on the embedded Placement, read back by the API."""
 
 import copy
+import datetime
 import logging
 import os
 
 import fixtures
 from oslotest import base as oslo_base
+from placement.db.sqlalchemy import models
+import sqlalchemy as sa
 
 from nvlink_placement import errors
 from nvlink_placement.placement import client as pc
@@ -66,6 +69,34 @@ class TestBulkLoad(base.PlacementTestCase):
     def test_exports_give_back_the_document(self):
         self.assertEqual(self.document, self.placement.export())
         self.assertEqual(self.document, snapshot_api.export(self.client))
+
+    def test_rows_carry_a_creation_time_sqlalchemy_reads(self):
+        # The rows go in through the driver's executemany: created_at is
+        # stored in the dialect's text form and read back as a datetime.
+        with self.placement.engine.connect() as conn:
+            stamps = conn.execute(sa.select(
+                models.ResourceProvider.created_at)).scalars().all()
+            raw = conn.exec_driver_sql(
+                'SELECT created_at FROM resource_providers').scalars().all()
+        self.assertEqual(len(self.document['resource_providers']),
+                         len(stamps))
+        now = datetime.datetime.now(datetime.timezone.utc).replace(
+            tzinfo=None)
+        for stamp in stamps:
+            self.assertIsInstance(stamp, datetime.datetime)
+            self.assertLess(abs((now - stamp).total_seconds()), 600)
+        self.assertRegex(raw[0], r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}$')
+
+    def test_provider_roots_are_what_the_listing_says(self):
+        listing = self.client.get('/resource_providers')
+        self.assertEqual(
+            {rp['uuid']: (rp['name'], rp['root_provider_uuid'])
+             for rp in listing['resource_providers']},
+            self.placement.provider_roots())
+        gpu = self.names['compute-01_0000:4C:00.0']
+        self.assertEqual(('compute-01_0000:4C:00.0',
+                          self.names['compute-01']),
+                         self.placement.provider_roots()[gpu])
 
     def test_the_api_reads_what_was_loaded(self):
         node = self.names['compute-01']

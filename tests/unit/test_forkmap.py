@@ -43,3 +43,14 @@ class TestForkmap(base.BaseTestCase):
                 [(i, parent) for i in items],
                 forkmap.forkmap(lambda i: (i, os.getpid()), items, workers))
         self.assertGreaterEqual(forkmap.workers(), 1)
+
+    def test_workers_see_the_parents_objects_frozen(self):
+        # gc.freeze before the fork (nvlink_placement.heap): what the
+        # parent holds is in the permanent generation of each worker, and
+        # handed back to the collector here once the work is done.
+        import gc
+        held = [[i] for i in range(1000)]
+        before = gc.get_freeze_count()
+        found = forkmap.forkmap(lambda i: gc.get_freeze_count(), range(2), 2)
+        self.assertTrue(all(count >= len(held) for count in found), found)
+        self.assertEqual(before, gc.get_freeze_count())
