@@ -409,14 +409,18 @@ def read_providers(client):
             for rp in body['resource_providers']}
 
 
-def _listed(client, resources, required, listings=None):
+def _listing_url(resources, required):
     query = {}
     if resources:
         query['resources'] = ','.join('%s:%d' % kv
                                       for kv in sorted(resources.items()))
     if required:
         query['required'] = required
-    url = '/resource_providers?' + urllib.parse.urlencode(query)
+    return '/resource_providers?' + urllib.parse.urlencode(query)
+
+
+def _listed(client, resources, required, listings=None):
+    url = _listing_url(resources, required)
     if listings is not None and url in listings:
         return listings[url]
     body = client.get(url, version=LIST_VERSION)
@@ -431,6 +435,13 @@ def _free(client, request, listings):
     alias = request.alias
     return _listed(client, {alias.resource_class: 1},
                    ','.join(alias.traits), listings)
+
+
+def _member_listing_url(request, trait):
+    """The listing of the alias' free GPUs that carry member ``trait``."""
+    alias = request.alias
+    return _listing_url({alias.resource_class: 1},
+                        ','.join(alias.traits + (trait,)))
 
 
 def _owners(client, request, listings):
@@ -450,7 +461,7 @@ def _idle_gpus(client, listings):
     return idle
 
 
-def prefetch(client, requests, listings):
+def prefetch(client, requests, listings, carriers=None):
     """Fill ``listings`` with what the flavors of ``requests`` share.
 
     The free GPUs of each alias, the providers with the owner traits and
@@ -459,12 +470,26 @@ def prefetch(client, requests, listings):
     for them again. A listing Placement refuses is left out (the flavor's
     :func:`verify` reports it).
 
+    :param carriers: optional callable, a set of trait names -> dict trait
+        -> set of the uuids of the providers that carry it (an embedded
+        Placement's tables, :meth:`EmbeddedPlacement.trait_carriers`).
+        The free GPUs with each member trait a flavor requires are then
+        the alias' free GPUs that carry it: the set Placement lists for
+        the alias' traits plus that one (a provider listed for
+        ``required`` has every trait named), without a listing per trait.
     :raises PlacementError: on transport errors and 5xx.
     """
     try:
         for request in requests:
-            _free(client, request, listings)
+            free = _free(client, request, listings)
             _owners(client, request, listings)
+            if carriers is None:
+                continue
+            traits = {t for t, _, _ in member_indexes(request).values()}
+            found = carriers(traits) if traits else {}
+            for trait in traits:
+                listings[_member_listing_url(request, trait)] = free & \
+                    found.get(trait, set())
         _idle_gpus(client, listings)
     except errors.PlacementError as exc:
         if exc.status is None or exc.status >= 500:

@@ -461,7 +461,8 @@ class VerifyFlavors(commands.Lister):
             if parsed_args.snapshot:
                 # The embedded Placement only reads from here on: its
                 # flavors are verified in parallel, one process per core.
-                verify.prefetch(client, queries, listings)
+                verify.prefetch(client, queries, listings, carriers=(
+                    tables.trait_carriers if tables is not None else None))
                 results = forkmap.forkmap(verify_one, queries,
                                           forkmap.workers())
             else:

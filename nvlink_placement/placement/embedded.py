@@ -206,6 +206,15 @@ class EmbeddedPlacement(object):
         with self.client.lock:
             return snapshot_db.provider_roots(self.engine)
 
+    def trait_carriers(self, traits):
+        """``{trait: set of rp uuids}`` of the providers with each trait.
+
+        From the tables (:func:`snapshot_db.trait_carriers`; needs
+        :attr:`writes_tables`).
+        """
+        with self.client.lock:
+            return snapshot_db.trait_carriers(self.engine, traits)
+
     def allocations(self, uuids):
         """``{rp uuid: {consumer: {rc: used}}}`` of ``uuids``.
 

@@ -328,6 +328,30 @@ def provider_roots(engine):
                     root, root.id == rp.root_provider_id))}
 
 
+def trait_carriers(engine, traits):
+    """The providers that carry each of ``traits``, from the tables.
+
+    What ``GET /resource_providers?required=TRAIT`` lists for each, in one
+    ``SELECT``.
+
+    :returns: dict trait -> set of provider uuids (empty for a trait no
+        provider carries or Placement does not know).
+    """
+    m = _models()
+    rp, rpt, trait = m.ResourceProvider, m.ResourceProviderTrait, m.Trait
+    found = {name: set() for name in traits}
+    if not found:
+        return found
+    with engine.connect() as conn:
+        for name, uuid in conn.execute(
+                sa.select(trait.name, rp.uuid)
+                .join(rpt, rpt.trait_id == trait.id)
+                .join(rp, rp.id == rpt.resource_provider_id)
+                .where(trait.name.in_(sorted(found)))):
+            found[name].add(uuid)
+    return found
+
+
 def allocations(engine, uuids):
     """The allocations on providers ``uuids``, from the tables.
 
