@@ -45,6 +45,8 @@ sys.path.insert(0, ROOT)
 
 import yaml  # noqa: E402
 
+import rst  # noqa: E402
+
 from nvlink_placement.placement import snapshot  # noqa: E402
 from tests import cloud_corpus  # noqa: E402
 
@@ -205,15 +207,8 @@ def report(n, setup, rows, info, file=sys.stdout):
     cells.append(('total', '%.2f' % sum(r['wall'] for r in rows),
                   '%.2f' % sum(r['cpu'] for r in rows),
                   '%.0f' % max(r['rss'] for r in rows), '', ''))
-    widths = [max(len(h), *(len(c[i]) for c in cells))
-              for i, h in enumerate(header)]
-    rule = '  '.join('=' * w for w in widths)
-    out(rule)
-    out('  '.join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
-    out(rule)
-    for c in cells:
-        out('  '.join(v.ljust(w) for v, w in zip(c, widths)).rstrip())
-    out(rule)
+    for line in rst.table(header, cells):
+        out(line)
 
 
 def main(argv=None):

@@ -43,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+import rst  # noqa: E402
+
 from nvlink_placement.placement import embedded  # noqa: E402
 from nvlink_placement.placement import snapshot  # noqa: E402
 from nvlink_placement.plan import desired  # noqa: E402
@@ -288,15 +290,8 @@ def report(rows, args, file=None):
     cells = [(str(h), op, number(t[0]), number(t[1]), note)
              for h, op, t, note in lines]
     header = ('hosts', 'operation', 'wall s', 'CPU s', 'notes')
-    widths = [max(len(h), *(len(c[i]) for c in cells))
-              for i, h in enumerate(header)]
-    rule = '  '.join('=' * w for w in widths)
-    out(rule)
-    out('  '.join(h.ljust(w) for h, w in zip(header, widths)).rstrip())
-    out(rule)
-    for c in cells:
-        out('  '.join(v.ljust(w) for v, w in zip(c, widths)).rstrip())
-    out(rule)
+    for line in rst.table(header, cells):
+        out(line)
     out('CPU s: of the process and its children (whole-process rows), of '
         'this process (in-process rows); the machine is shared, so CPU is '
         'the steadier figure.')

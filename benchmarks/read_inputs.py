@@ -28,6 +28,8 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import rst  # noqa: E402
+
 from nvlink_placement import documents  # noqa: E402
 from nvlink_placement import errors  # noqa: E402
 from nvlink_placement.topology import loader  # noqa: E402
@@ -95,14 +97,8 @@ def main(argv=None):
     print('Machine: %s, Python %s, PyYAML %s (pure Python loader)\n'
           % (platform.machine(), platform.python_version(),
              yaml.__version__))
-    widths = [max(len(r[i]) for r in rows + [HEADER]) for i in range(4)]
-    line = '  '.join('=' * w for w in widths)
-    print(line)
-    print('  '.join(h.ljust(w) for h, w in zip(HEADER, widths)).rstrip())
-    print(line)
-    for row in rows:
-        print('  '.join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-    print(line)
+    for line in rst.table(HEADER, rows):
+        print(line)
 
 
 HEADER = ('file', 'bytes', 'read s', 'load s')

@@ -41,6 +41,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import offline_scale  # noqa: E402
+import rst  # noqa: E402
 
 from nvlink_placement.placement import client as pc  # noqa: E402
 from nvlink_placement.plan import desired  # noqa: E402
@@ -311,15 +312,8 @@ def report(rows, args, file=None):
                       '%d writes' % row['floor_writes'], ''))
         lines.append((str(row['hosts']), 'CLI check (whole process)',
                       '%.2f' % row['cli_check_s'], '', '', ''))
-    widths = [max(len(h), *(len(line[i]) for line in lines))
-              for i, h in enumerate(header)]
-    rule = '  '.join('=' * w for w in widths)
-    out(rule)
-    out('  '.join(h.ljust(w) for h, w in zip(header, widths)))
-    out(rule)
-    for line in lines:
-        out('  '.join(c.ljust(w) for c, w in zip(line, widths)))
-    out(rule)
+    for line in rst.table(header, lines):
+        out(line)
     out()
     for row in rows:
         ratio = row['reshape'][0] / row['floor_s']

@@ -74,6 +74,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import reshape_scale  # noqa: E402
+import rst  # noqa: E402
 
 from nvlink_placement.flavors import as_configured  # noqa: E402
 from nvlink_placement.flavors import generate  # noqa: E402
@@ -546,15 +547,8 @@ def report(rows, out=sys.stdout):
         print(file=out)
         ones = {r['layout']: r for r in items if r['size'] == 1}
         lines = [line(r, ones.get(r['layout'])) for r in items]
-        widths = [max(len(h), *(len(cells[i]) for cells in lines))
-                  for i, h in enumerate(header)]
-        rule = '  '.join('=' * w for w in widths)
-        for cells in (rule, header, rule) + tuple(lines) + (rule,):
-            if cells is rule:
-                print(rule, file=out)
-            else:
-                print('  '.join(c.ljust(w) for c, w in zip(cells, widths))
-                      .rstrip(), file=out)
+        for text in rst.table(header, lines):
+            print(text, file=out)
         print(file=out)
     print('median s: wall time of Nova\'s query, median of 3 runs unless '
           'marked; CPU s: the CPU Placement spent on it (gunicorn\'s worker, '
