@@ -20,11 +20,14 @@ import gc
 def frozen():
     """Within the block, the objects alive at its start are not scanned.
 
-    On leaving, they are handed back to the collector (``gc.unfreeze``),
-    together with whatever an inner block froze.
+    Blocks nest: an inner one (``flavor verify`` forking inside an offline
+    command's block) freezes what was made since, and the outermost block
+    hands everything back to the collector when it ends (``gc.unfreeze``).
     """
+    outermost = gc.get_freeze_count() == 0
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if outermost:
+            gc.unfreeze()

@@ -5,6 +5,7 @@ import os
 from oslotest import base
 
 from nvlink_placement import forkmap
+from nvlink_placement import heap
 
 
 class TestForkmap(base.BaseTestCase):
@@ -53,4 +54,10 @@ class TestForkmap(base.BaseTestCase):
         before = gc.get_freeze_count()
         found = forkmap.forkmap(lambda i: gc.get_freeze_count(), range(2), 2)
         self.assertTrue(all(count >= len(held) for count in found), found)
+        self.assertEqual(before, gc.get_freeze_count())
+        # Inside an offline command's block, the fork leaves its freeze.
+        with heap.frozen():
+            frozen = gc.get_freeze_count()
+            forkmap.forkmap(lambda i: i, range(2), 2)
+            self.assertGreaterEqual(gc.get_freeze_count(), frozen)
         self.assertEqual(before, gc.get_freeze_count())
