@@ -437,11 +437,10 @@ def _free(client, request, listings):
                    ','.join(alias.traits), listings)
 
 
-def _member_listing_url(request, trait):
-    """The listing of the alias' free GPUs that carry member ``trait``."""
+def _member_query(request, trait):
+    """``(resources, required)`` of the free GPUs with member ``trait``."""
     alias = request.alias
-    return _listing_url({alias.resource_class: 1},
-                        ','.join(alias.traits + (trait,)))
+    return {alias.resource_class: 1}, ','.join(alias.traits + (trait,))
 
 
 def _owners(client, request, listings):
@@ -488,8 +487,8 @@ def prefetch(client, requests, listings, carriers=None):
             traits = {t for t, _, _ in member_indexes(request).values()}
             found = carriers(traits) if traits else {}
             for trait in traits:
-                listings[_member_listing_url(request, trait)] = free & \
-                    found.get(trait, set())
+                listings[_listing_url(*_member_query(request, trait))] = \
+                    free & found.get(trait, set())
         _idle_gpus(client, listings)
     except errors.PlacementError as exc:
         if exc.status is None or exc.status >= 500:
@@ -526,7 +525,6 @@ def verify(client, request, hosts, providers=None, only=False, others=(),
         if providers is None:
             providers = read_providers(client)
         params = dict(request.params)
-        alias = request.alias
         free = _free(client, request, listings)
         resources = {rc: int(n) for rc, n in (
             item.split(':') for item in params['resources'].split(','))
@@ -541,8 +539,7 @@ def verify(client, request, hosts, providers=None, only=False, others=(),
         configured = set() if wanted else None
         for trait, _, i in wanted:
             configured |= {(uuid, i) for uuid in _listed(
-                client, {alias.resource_class: 1},
-                ','.join(alias.traits + (trait,)), listings)}
+                client, *_member_query(request, trait), listings=listings)}
     except errors.PlacementError as exc:
         if exc.status is None or exc.status >= 500:
             raise

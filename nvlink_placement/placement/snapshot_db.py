@@ -170,7 +170,7 @@ class _Writer(object):
     one ``created_at`` stamp rendered once by the dialect's ``DateTime``
     processor: a Core ``insert()`` runs every parameter of every row
     through its type processors, a third of a 1000-host load. Every row
-    of one call has the keys of the first.
+    of one call has the keys of the first, ``created_at`` not among them.
     """
 
     def __init__(self, conn):
@@ -186,15 +186,14 @@ class _Writer(object):
         table = model.__table__
         if values:
             columns = list(values[0])
-            stamp = 'created_at' not in columns
             quote = self.conn.dialect.identifier_preparer.quote
             sql = 'INSERT INTO %s (%s) VALUES (%s)' % (
-                quote(table.name), ', '.join(
-                    quote(c) for c in columns + ['created_at'] * stamp),
-                ', '.join('?' * (len(columns) + stamp)))
-            rows = [tuple(row[c] for c in columns) + (self.now,) * stamp
-                    for row in values]
-            self.conn.exec_driver_sql(sql, rows)
+                quote(table.name),
+                ', '.join(quote(c) for c in columns + ['created_at']),
+                ', '.join('?' * (len(columns) + 1)))
+            self.conn.exec_driver_sql(sql, [
+                tuple(row[c] for c in columns) + (self.now,)
+                for row in values])
         self.rows[table.name] = self.rows.get(table.name, 0) + len(values)
 
 
