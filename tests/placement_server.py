@@ -105,8 +105,6 @@ class PlacementServer(object):
                            check=True, capture_output=True)
         if self.snapshot is not None:
             self._preload()
-        port = free_port()
-        self.url = 'http://127.0.0.1:%d' % port
         env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self.dir)
         gunicorn = os.path.join(os.path.dirname(sys.executable), 'gunicorn')
         if not os.path.exists(gunicorn):
@@ -114,13 +112,20 @@ class PlacementServer(object):
         self.log = open(os.path.join(self.dir, 'gunicorn.log'), 'w')
         silent = (['--timeout', str(self.worker_timeout)]
                   if self.worker_timeout else [])
-        self.process = subprocess.Popen(
-            [gunicorn, '-w', str(self.workers), '--threads',
-             str(self.threads), '-b', '127.0.0.1:%d' % port,
-             '--log-level', 'warning'] + silent +
-            ['placement.wsgi.api:application'],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+        # The socket is bound here and handed to gunicorn (fd://): a port
+        # only chosen here (free_port) could be taken by another test
+        # process's server before gunicorn binds it, and that server would
+        # then answer the readiness check below in this one's place.
+        with socket.socket() as listener:
+            listener.bind(('127.0.0.1', 0))
+            self.url = 'http://127.0.0.1:%d' % listener.getsockname()[1]
+            self.process = subprocess.Popen(
+                [gunicorn, '-w', str(self.workers), '--threads',
+                 str(self.threads), '-b', 'fd://%d' % listener.fileno(),
+                 '--log-level', 'warning'] + silent +
+                ['placement.wsgi.api:application'],
+                env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                pass_fds=(listener.fileno(),), start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
