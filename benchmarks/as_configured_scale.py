@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from nvlink_placement.flavors import as_configured  # noqa: E402
+from nvlink_placement.novaconfig import as_configured  # noqa: E402
 from nvlink_placement.placement import snapshot  # noqa: E402
 from nvlink_placement.topology import loader  # noqa: E402
 from tests import novalike  # noqa: E402

@@ -76,10 +76,10 @@ sys.path.insert(0, HERE)
 import reshape_scale  # noqa: E402
 import rst  # noqa: E402
 
-from nvlink_placement.flavors import as_configured  # noqa: E402
 from nvlink_placement.flavors import generate  # noqa: E402
 from nvlink_placement.flavors import request as request_mod  # noqa: E402
 from nvlink_placement.flavors import verify  # noqa: E402
+from nvlink_placement.novaconfig import as_configured  # noqa: E402
 from nvlink_placement.placement import embedded  # noqa: E402
 from nvlink_placement.placement import nova_tree  # noqa: E402
 from nvlink_placement.placement import snapshot  # noqa: E402

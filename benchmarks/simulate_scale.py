@@ -26,10 +26,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from nvlink_placement.flavors import as_configured  # noqa: E402
 from nvlink_placement.flavors import generate  # noqa: E402
 from nvlink_placement.flavors import release  # noqa: E402
 from nvlink_placement.flavors import request  # noqa: E402
+from nvlink_placement.novaconfig import as_configured  # noqa: E402
 from nvlink_placement.placement import embedded  # noqa: E402
 from nvlink_placement.simulate import engine  # noqa: E402
 from nvlink_placement.simulate import layouts  # noqa: E402

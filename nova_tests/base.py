@@ -74,7 +74,7 @@ from nova.tests.functional.libvirt import test_pci_in_placement
 import openstack
 import yaml
 
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.topology import loader

@@ -23,7 +23,7 @@ import copy
 import os
 
 from nova_tests import base
-from nvlink_placement.flavors import as_configured
+from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
 from nvlink_placement.topology import loader

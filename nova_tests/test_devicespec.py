@@ -1,6 +1,6 @@
 """``snapshot --as-configured`` reads ``device_spec`` as Nova 34 does.
 
-:mod:`nvlink_placement.flavors.devicespec` (what ``--as-configured`` and
+:mod:`nvlink_placement.novaconfig.devicespec` (what ``--as-configured`` and
 ``--from-topology`` use) against Nova's own ``nova.pci.whitelist.
 Whitelist`` (first matching entry) and ``pci_placement_translator.
 _get_traits_for_dev``, on the entries ``nova-config`` prints for hosts
@@ -19,7 +19,7 @@ from nova import test
 
 from nova_tests import base
 from nvlink_placement import errors
-from nvlink_placement.flavors import devicespec
+from nvlink_placement.novaconfig import devicespec
 
 OTHER_FORMS = [
     {'vendor_id': '10de', 'product_id': '2330', 'address': '0000:19:00.0',

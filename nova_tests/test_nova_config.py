@@ -30,7 +30,7 @@ import placement.conf
 from nova_tests import base
 from nova_tests import series
 from nvlink_placement.flavors import generate
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.topology import loader
 
 

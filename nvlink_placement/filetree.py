@@ -37,10 +37,12 @@ def check(directory, relatives):
         raise errors.NvlinkError('--output-dir %s: its parent directory %s '
                                  'does not exist' % (directory, parent))
     for relative in relatives:
-        path = _target(directory, relative)
+        path = os.path.abspath(_target(directory, relative))
         if os.path.isdir(path):
             raise errors.NvlinkError('cannot write %s: it is a directory'
                                      % path)
+        # Absolute, so the walk up ends at "/" (a relative name such as
+        # "out/x.conf" would reach "" and stay there).
         folder = os.path.dirname(path)
         while not os.path.exists(folder):
             folder = os.path.dirname(folder)

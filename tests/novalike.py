@@ -16,7 +16,7 @@ entries ``nova-config`` prints for a board map, read back by
 :mod:`tests.novaspec` (:func:`member_traits`).
 """
 
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot

@@ -12,8 +12,10 @@ Pure logic, no I/O except in :mod:`.verify` (Placement reads) and
   tells its release.
 - :mod:`.verify`: run that query and check every allocation request
   against the topology's NVLink domains.
-- :mod:`.novaconfig`: the Nova and Placement settings to pair with the
-  reshaped tree.
 - :mod:`.compute`: create or update flavors through the compute API
   (extra specs at microversion 2.86, validated by Nova).
+
+Nova's configuration (the settings, ``[pci] device_spec`` matching, the
+deployment tools' files, the as-configured model, the rollout order) is
+:mod:`nvlink_placement.novaconfig`, one layer above.
 """

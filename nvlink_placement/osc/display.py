@@ -63,3 +63,16 @@ class InOrder(columns.FormattableColumn):
 
     def machine_readable(self):
         return list(self._value)
+
+
+def long_columns(parsed_args, column, names, rows):
+    """Leave the wide ``column`` out of a table unless --long or -c asks.
+
+    Other formats (json, yaml, csv, value) keep every column.
+    """
+    if (parsed_args.long or column in parsed_args.columns or
+            parsed_args.formatter != 'table'):
+        return names, rows
+    keep = [i for i, name in enumerate(names) if name != column]
+    return ([names[i] for i in keep],
+            [[row[i] for i in keep] for row in rows])

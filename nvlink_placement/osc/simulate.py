@@ -5,10 +5,10 @@ import logging
 import os
 
 from nvlink_placement import errors
-from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import servers as servers_mod
+from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline

@@ -8,8 +8,8 @@ import re
 import os_resource_classes
 
 from nvlink_placement import errors
-from nvlink_placement.flavors import as_configured
 from nvlink_placement import interrupt
+from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.osc import live

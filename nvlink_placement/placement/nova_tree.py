@@ -113,7 +113,7 @@ def from_topology(topology, hosts=(), resource_class=None, **sizes):
     they are not passthrough devices, so they are left out of ``[pci]
     device_spec`` (``nova-config``) and Nova reports none for them. Each
     GPU provider has Nova's own traits only, as before any member-trait
-    entry: :func:`nvlink_placement.flavors.as_configured.from_topology`
+    entry: :func:`nvlink_placement.novaconfig.as_configured.from_topology`
     adds those of the entries ``nova-config`` prints.
 
     :returns: a validated snapshot dict with no allocations.

@@ -3,7 +3,7 @@
 Pure. The ``flat-numa`` layout of ``simulate`` is the best an unmodified
 cloud can do: upstream flavors (``pci_passthrough:alias=A:N``) with the
 NUMA extra specs ``openstack nvlink nova-config`` advises
-(:func:`nvlink_placement.flavors.novaconfig.numa_advice`): a size whose
+(:func:`nvlink_placement.novaconfig.settings.numa_advice`): a size whose
 NVLink domains each sit on one NUMA node gets ``hw:numa_nodes=1`` and
 ``hw:pci_numa_affinity_policy=required``; a size whose domains span nodes
 gets ``hw:numa_nodes=k`` and ``preferred``.
@@ -27,7 +27,7 @@ cell (the GPU flavors of ``flavor generate`` take a fraction of a socket).
 """
 
 from nvlink_placement import errors
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import settings as novaconfig
 
 NUMA_NODES = 'hw:numa_nodes'
 POLICY = 'hw:pci_numa_affinity_policy'

@@ -19,7 +19,7 @@ from oslotest import base
 import yaml
 
 from nvlink_placement.cmd import partition_hook
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.topology import loader
 from tests.functional import base as fbase
 from tests.functional import cli

@@ -11,9 +11,9 @@ import os
 import fixtures
 from oslotest import base
 
-from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
+from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot

@@ -175,6 +175,23 @@ class TestOutputDir(Base):
         super().setUp()
         self.out = os.path.join(self.tmp, 'out')
 
+    def test_a_bare_relative_name_that_does_not_exist_yet(self):
+        # The operator guide's own form, "--output-dir nova-config", from
+        # the current directory: the check walked up "nova-config/nova"
+        # to "" and looped there for ever. The timeout turns a hang back
+        # into a failure.
+        self.useFixture(fixtures.Timeout(60, gentle=True))
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        self.addCleanup(os.chdir, cwd)
+        result = self.nova_config('--output-dir', 'nova-config', '--layout',
+                                  'kolla')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual(['written: %s' % os.path.join('nova-config', *f.split(
+            '/')) for f in KOLLA], result.stderr.splitlines())
+        self.assertTrue(os.path.isfile(os.path.join(
+            self.tmp, 'nova-config', 'nova', 'hgx-01', 'nova.conf')))
+
     def test_each_layout_writes_its_files_then_keeps_them(self):
         for layout, files in (('kolla', KOLLA), ('openstack-ansible', OSA),
                               ('config-dir', CONFIG_DIR)):

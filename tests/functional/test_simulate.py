@@ -13,9 +13,9 @@ import fixtures
 from oslotest import base
 import yaml
 
-from nvlink_placement.flavors import as_configured
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
+from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree

@@ -32,10 +32,12 @@ ALLOWED = {
     'placement': {BASE, 'topology'},
     'plan': {BASE, 'topology', 'placement'},
     'flavors': {BASE, 'topology', 'placement'},
+    'novaconfig': {BASE, 'topology', 'placement', 'flavors'},
     'report': {BASE, 'topology', 'placement', 'plan'},
-    'simulate': {BASE, 'topology', 'placement', 'plan', 'flavors'},
+    'simulate': {BASE, 'topology', 'placement', 'plan', 'flavors',
+                 'novaconfig'},
     'osc': {BASE, 'topology', 'fabric', 'discovery', 'hook', 'placement',
-            'plan', 'flavors', 'report', 'simulate'},
+            'plan', 'flavors', 'novaconfig', 'report', 'simulate'},
 }
 
 

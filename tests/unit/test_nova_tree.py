@@ -5,7 +5,7 @@ import os
 from oslotest import base
 
 from nvlink_placement import errors
-from nvlink_placement.flavors import as_configured
+from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.osc import snapshot as osc_snapshot
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot

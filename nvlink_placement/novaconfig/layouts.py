@@ -39,7 +39,7 @@ import json
 import yaml
 
 from nvlink_placement import errors
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import settings as novaconfig
 
 KOLLA = 'kolla'
 OSA = 'openstack-ansible'

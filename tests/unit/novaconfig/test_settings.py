@@ -6,7 +6,7 @@ from oslotest import base
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.topology import members
 from tests.unit.flavors import helpers
 
@@ -230,9 +230,9 @@ class TestPciIdOption(base.BaseTestCase):
     def test_normalized_or_refused(self):
         import argparse
 
-        from nvlink_placement.osc import flavor
+        from nvlink_placement.osc import novaconfig as command
         self.assertEqual(['10de', '2330', '20b2'],
-                         [flavor.pci_id(t) for t in ('0x10DE', '2330',
-                                                     ' 20B2 ')])
+                         [command.pci_id(t) for t in ('0x10DE', '2330',
+                                                      ' 20B2 ')])
         for bad in ('zz', '233', '10de1', 'a b', ''):
-            self.assertRaises(argparse.ArgumentTypeError, flavor.pci_id, bad)
+            self.assertRaises(argparse.ArgumentTypeError, command.pci_id, bad)

@@ -5,7 +5,7 @@ report. Models one thing: every nova-compute of the topology restarted
 with the ``[pci] device_spec`` entries ``openstack nvlink nova-config
 --topology T --host H`` prints for it. Nova then rewrites the traits of
 each of its PCI providers from the first entry the device matches
-(:mod:`nvlink_placement.flavors.devicespec`; ``nova/compute/
+(:mod:`nvlink_placement.novaconfig.devicespec`; ``nova/compute/
 pci_placement_translator.py``: the entry's traits, then ``OWNER_NOVA``).
 The entries are the printed ones, parsed: whatever ``nova-config``
 prints is what this models.
@@ -22,8 +22,8 @@ import dataclasses
 import re
 
 from nvlink_placement import errors
-from nvlink_placement.flavors import devicespec
-from nvlink_placement.flavors import novaconfig
+from nvlink_placement.novaconfig import devicespec
+from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
