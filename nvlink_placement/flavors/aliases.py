@@ -116,10 +116,16 @@ def classes(hosts):
 
 
 def assign(hosts, specs, vendor_id=None, product_id=None,
-           resource_class=None):
+           resource_class=None, scope=None):
     """The aliases of ``hosts``, one per GPU class, in topology order.
 
     :param specs: the ``--alias`` values (:func:`parse`), at least one.
+    :param scope: every host of the topology when ``hosts`` are some of
+        them (``--host``): bare names are then given in the topology's
+        order, so that ``--host`` does not change which model a name
+        names, and the aliases of models ``hosts`` lack are left out. One
+        ``--alias`` for hosts of one model names that model, as for a
+        topology of one model.
     :param vendor_id: / :param product_id: explicit PCI ids
         (``--vendor-id`` / ``--product-id``): only for one class.
     :param resource_class: an explicit resource class tag: only for one
@@ -133,6 +139,13 @@ def assign(hosts, specs, vendor_id=None, product_id=None,
     parsed = [parse(s) for s in specs]
     if not parsed:
         raise errors.NvlinkError('give at least one --alias (%s)' % SYNTAX)
+    if scope is not None and (len(parsed) > 1 or len(classes(hosts)[0]) > 1):
+        selected = {h.name for h in hosts}
+        return [dataclasses.replace(one, hosts=tuple(
+            n for n in one.hosts if n in selected))
+            for one in assign(scope, specs, vendor_id, product_id,
+                              resource_class)
+            if selected & set(one.hosts)]
     names = [n for n, _ in parsed]
     for name in names:
         if names.count(name) > 1:
@@ -258,3 +271,42 @@ def hosts_of(hosts, alias):
     """
     return [h if alias.sole else restrict(h, alias.resource_class)
             for h in hosts if h.name in alias.hosts]
+
+
+def for_flavors(flavors, hosts, specs=(), alias_config=None,
+                resource_class=None):
+    """The ``[pci] alias`` values flavors are judged with, by alias name.
+
+    :param flavors: flavor dicts (:func:`request.read_flavors`).
+    :param hosts: every host of the topology.
+    :param specs: ``--alias`` values, as given to ``flavor generate``.
+    :returns: dict alias name -> :class:`request.Alias`: from
+        ``alias_config`` or ``resource_class`` when given
+        (:func:`request.aliases_for`); for a topology of one model, its
+        class for every alias; else each alias of :func:`assign` (a model
+        no ``--alias`` names under its :func:`derived_name`).
+    :raises NvlinkError: for a flavor's alias that names no model of a
+        topology of several, naming the flavor and the aliases known.
+    """
+    found = classes(hosts)[0]
+    if alias_config or resource_class or (len(found) <= 1 and not specs):
+        return request.aliases_for(flavors, hosts, alias_config,
+                                   resource_class)
+    if specs:
+        known = {one.name: one.resource_class
+                 for one in assign(hosts, specs)}
+    else:
+        known = {derived_name(c.resource_class): c.resource_class
+                 for c in found}
+    out = {}
+    for flavor in flavors:
+        for name in request.alias_names([flavor]):
+            if name not in known:
+                raise errors.NvlinkError(
+                    'flavor %s names alias %s, which no GPU model of the '
+                    'topology has (aliases: %s): give the --alias options '
+                    'given to flavor generate (e.g. --alias %s=10de:2330), '
+                    'or --alias-config' % (flavor['name'], name,
+                                           ', '.join(known), name))
+            out[name] = request.Alias(name, known[name])
+    return out

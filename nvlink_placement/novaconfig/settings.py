@@ -126,11 +126,12 @@ class Setting:
 
 
 def alias_classes(hosts, alias, vendor_id=None, product_id=None,
-                  resource_class=None):
+                  resource_class=None, scope=None):
     """The aliases of ``hosts``, one per GPU model, with PCI ids.
 
     :param alias: one ``--alias`` value or a list of them
         (:func:`nvlink_placement.flavors.aliases.assign`).
+    :param scope: every topology host (see :func:`aliases.assign`).
     :returns: list of :class:`~nvlink_placement.flavors.aliases.AliasClass`
         in topology order, each with ids.
     :raises NvlinkError: as :func:`aliases.assign`, and when the topology
@@ -138,7 +139,7 @@ def alias_classes(hosts, alias, vendor_id=None, product_id=None,
     """
     specs = [alias] if isinstance(alias, str) else list(alias)
     found = aliases_mod.assign(hosts, specs, vendor_id, product_id,
-                               resource_class)
+                               resource_class, scope)
     if not found[0].vendor_id or not found[0].product_id:
         raise errors.NvlinkError(
             'the topology holds no GPU vendor/product ids (a hand-written '
@@ -238,7 +239,8 @@ def host_device_specs(rows, names):
 
 def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
              resource_class=None, dialect=generate.MOSK,
-             trait_prefix=model.DEFAULT_TRAIT_PREFIX, shown=None):
+             trait_prefix=model.DEFAULT_TRAIT_PREFIX, shown=None,
+             scope=None):
     """Everything to configure, as :class:`Setting` rows.
 
     Each host's ``[pci] device_spec`` is the list of the ``device_spec``
@@ -267,11 +269,13 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     :param shown: how many host names a service or reason names before
         "and N more" (a table for people); None (default) names all, as
         every machine-readable output must.
+    :param scope: every topology host when ``hosts`` are some of them
+        (``--host``): aliases are named on it (:func:`aliases.assign`).
     :raises NvlinkError: for a bad alias (:func:`alias_classes`) or a
         refused size.
     """
     found = alias_classes(hosts, alias, vendor_id, product_id,
-                          resource_class)
+                          resource_class, scope)
     specs, kinds = {}, {}
     for one in found:
         generate.check_alias(one.name)

@@ -75,8 +75,7 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         flavor_cmd.add_topology_arguments(parser)
-        parser.add_argument('--alias', metavar='NAME', required=True,
-                            help='The [pci] alias name.')
+        flavor_cmd.add_alias_argument(parser)
         flavor_cmd.add_sizes_argument(parser)
         parser.add_argument('--vendor-id', metavar='HEX', type=pci_id,
                             help='PCI vendor id when the topology has none '
@@ -142,13 +141,17 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
         passthrough.check(hosts, topology.source)
         table = parsed_args.formatter == 'table' and not (
             parsed_args.ini or parsed_args.output_dir)
+        everywhere = list(topology.hosts.values())
+        flavor_cmd.warn_derived(novaconfig.alias_classes(
+            hosts, parsed_args.alias, parsed_args.vendor_id,
+            parsed_args.product_id, parsed_args.resource_class, everywhere))
         self.settings = novaconfig.settings(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             vendor_id=parsed_args.vendor_id,
             product_id=parsed_args.product_id,
             resource_class=parsed_args.resource_class,
             dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix,
-            shown=novaconfig.SHOWN if table else None)
+            shown=novaconfig.SHOWN if table else None, scope=everywhere)
         if parsed_args.output_dir:
             return self._write(parsed_args, [h.name for h in hosts])
         return display.long_columns(
