@@ -151,15 +151,18 @@ def assign(hosts, specs, vendor_id=None, product_id=None,
         if names.count(name) > 1:
             raise errors.NvlinkError('--alias %s is given twice' % name)
     found, unknown = classes(hosts)
-    if len(found) <= 1:
-        return [_single(hosts, parsed, found, vendor_id, product_id,
-                        resource_class)]
+    with_ids = [c for c in found if c.vendor_id and c.product_id]
+    if len(with_ids) <= 1:
+        return [_single(hosts, parsed, found, with_ids, vendor_id,
+                        product_id, resource_class)]
+    unknown += [n for c in found if c not in with_ids for n in c.hosts
+                if n not in unknown]
     if unknown:
         raise errors.NvlinkError(
             'host(s) %s have GPUs without vendor/device ids beside GPUs of '
-            'known models (%s): no alias can be told which are theirs; '
+            'several models (%s): no alias can be told which are theirs; '
             'take their topology from host inspection' % (
-                ', '.join(unknown), _listed(found)))
+                ', '.join(unknown), _listed(with_ids)))
     if len(found) > 1 and (vendor_id or product_id or resource_class):
         raise errors.NvlinkError(
             'the topology has %d GPU models (%s): --vendor-id, '
@@ -209,8 +212,15 @@ def assign(hosts, specs, vendor_id=None, product_id=None,
     return out
 
 
-def _single(hosts, parsed, found, vendor_id, product_id, resource_class):
-    """The one alias of a topology of one class (or of no ids)."""
+def _single(hosts, parsed, found, with_ids, vendor_id, product_id,
+            resource_class):
+    """The one alias of a topology of one model (or of no ids).
+
+    :param found: every class of :func:`classes`; :param with_ids: those
+        with PCI ids (at most one). Its ids are the alias' unless given;
+        the resource class is the topology's one class, else the one
+        Nova derives from the ids (as ``nova-config`` did for one model).
+    """
     if len(parsed) > 1:
         raise errors.NvlinkError(
             '%d aliases given, but the topology has one GPU model%s: give '
@@ -225,16 +235,16 @@ def _single(hosts, parsed, found, vendor_id, product_id, resource_class):
         raise errors.NvlinkError('give both --vendor-id and --product-id')
     vendor_id, product_id = (vendor_id and vendor_id.lower(),
                              product_id and product_id.lower())
-    vendor, product = ids or (vendor_id, product_id) or (None, None)
-    if not vendor and found:
-        vendor, product = found[0].vendor_id, found[0].product_id
-    if ids and found and not vendor_id and ids != (
-            found[0].vendor_id, found[0].product_id):
+    vendor, product = ids or (vendor_id, product_id)
+    if not vendor and with_ids:
+        vendor, product = with_ids[0].vendor_id, with_ids[0].product_id
+    if ids and with_ids and not vendor_id and ids != (
+            with_ids[0].vendor_id, with_ids[0].product_id):
         raise errors.NvlinkError(
             '--alias %s=%s:%s: no GPU of the topology has these ids (it has '
-            '%s)' % ((name,) + ids + (_listed(found),)))
-    rc = resource_class or (found[0].resource_class if found and not (
-        vendor_id or product_id) else None)
+            '%s)' % ((name,) + ids + (_listed(with_ids),)))
+    rc = resource_class or (found[0].resource_class if len(found) == 1
+                            else None)
     if rc is None and vendor:
         rc = request.resource_class_name(None, vendor, product)
     return AliasClass(name, rc and request.resource_class_name(rc),
