@@ -261,7 +261,8 @@ def restrict(host, resource_class):
     """``host`` with only its GPUs of ``resource_class`` and their groups.
 
     A GPU of unknown class is kept (a topology without ids is one
-    class); a group keeps only if all its members are kept.
+    class); a group keeps only if all its members are kept. With
+    ``resource_class`` None, only the GPUs of unknown class are kept.
     """
     gpus = {a: g for a, g in host.gpus.items()
             if request.gpu_class(g) in (None, resource_class)}
@@ -320,3 +321,17 @@ def for_flavors(flavors, hosts, specs=(), alias_config=None,
                                            ', '.join(known), name))
             out[name] = request.Alias(name, known[name])
     return out
+
+
+def reach_of(hosts, alias):
+    """Every host of ``hosts`` with GPUs of ``alias``, restricted to them.
+
+    Unlike :func:`hosts_of`, not limited to :attr:`AliasClass.hosts`
+    (the hosts picked with ``--host``): where the alias' query can land.
+    """
+    if alias.sole:
+        return list(hosts)
+    kept = [restrict(h, alias.resource_class) for h in hosts]
+    return [h for h in kept if any(
+        request.gpu_class(h.gpus[a]) == alias.resource_class
+        for a in h.usable())]

@@ -29,6 +29,7 @@ import urllib.parse
 from keystoneauth1 import exceptions as ks_exc
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import aliases
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import client as pc
@@ -236,6 +237,16 @@ def check(request, hosts, body, providers, free, eligible, only=False,
             providers.setdefault(rp_uuid, (rp_uuid, rp_uuid))
     by_name = {name: uuid for uuid, (name, _) in providers.items()}
     results = {h.name: HostResult(h.name) for h in hosts}
+    models = {request_mod.gpu_class(h.gpus[a]) for h in list(hosts) +
+              list(others) for a in h.usable()}
+    if rc in models and len(models) > 1:
+        # Several GPU models: a host's domains of this alias are those of
+        # its GPUs of the alias' model (on a host of two models too).
+        full = {h.name: h for h in hosts}
+        hosts = [aliases.restrict(h, rc) for h in hosts]
+        others = [aliases.restrict(h, rc) for h in others]
+    else:
+        full = None
     topology = {h.name: h for h in hosts}
     rest = {h.name: h for h in others if h.name not in topology}
     problems, warnings = [], []
@@ -274,12 +285,10 @@ def check(request, hosts, body, providers, free, eligible, only=False,
                 result.valid.add(key)
     truncated = len(body.get('allocation_requests', [])) >= request.limit
     wanted = member_indexes(request)
-    models = {request_mod.gpu_class(h.gpus[a]) for h in list(hosts) +
-              list(others) for a in h.usable()}
     for host in hosts:
         result = results[host.name]
-        if not result.candidates and rc in models:
-            result.other_class = _other_class(request, host)
+        if not result.candidates and full is not None:
+            result.other_class = _other_class(request, full[host.name])
             if result.other_class:
                 continue
         result.no_match = _no_match(request, host, by_name, free,

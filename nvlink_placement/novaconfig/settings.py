@@ -173,9 +173,11 @@ def host_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX,
     ``spec`` entry. Per usable GPU, by PCI address:
 
     - with ``members``, a GPU with member traits
-      (:mod:`nvlink_placement.topology.members`): ``spec`` plus its
-      ``address`` and ``traits`` (comma-separated; Nova keeps ``CUSTOM_``
-      names as written, ``pci_placement_translator.get_traits``);
+      (:mod:`nvlink_placement.topology.members`, on the host's GPUs of
+      its model: on a host of two models, each model's whole host is its
+      own GPUs): ``spec`` plus its ``address`` and ``traits``
+      (comma-separated; Nova keeps ``CUSTOM_`` names as written,
+      ``pci_placement_translator.get_traits``);
     - on a host whose topology excludes a GPU (vGPU or MIG in use), every
       other usable GPU too (``spec`` plus its ``address``): such a host
       gets no generic entry, which would match the excluded GPU as well
@@ -191,8 +193,12 @@ def host_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX,
     spec_of = spec if callable(spec) else (lambda gpu: spec)
     merged = collections.OrderedDict()
     for host in hosts:
-        traits = (members_mod.traits(host, trait_prefix) if members
-                  else {})
+        traits = {}
+        for rc in (sorted({request.gpu_class(g) or ''
+                           for g in host.gpus.values()}) if members else ()):
+            # Per GPU model: the whole host of a model is its GPUs.
+            traits.update(members_mod.traits(
+                aliases_mod.restrict(host, rc or None), trait_prefix))
         plain = bool(excluding([host]))
         entries = []
         for address in sorted(host.usable(), key=pci.address_sort_key):

@@ -233,7 +233,7 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
                 name_template=parsed_args.name_template,
                 vcpus_per_gpu=parsed_args.vcpus_per_gpu,
                 ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk,
-                scope=aliases.hosts_of(reach(topology, hosts), one))
+                scope=aliases.reach_of(reach(topology, hosts), one))
             for size, reason in result.skipped:
                 LOG.warning('%ssize %d not generated: %s',
                             _of(found, one), size, reason)
