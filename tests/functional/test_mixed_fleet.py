@@ -342,3 +342,38 @@ class TestMixedFleet(base.BaseTestCase):
             ('mixed-01', 2, 'CUSTOM_PCI_10DE_26B9'): 1},
             {(r['host'], r['size'], r['resource_class']): r['fits']
              for r in json.loads(capacity.stdout) if r['host'] != 'total'})
+
+    def test_simulate_runs_on_the_flavors_model(self):
+        flavors, _, _ = self.flavors('--alias', 'h100', '--alias', 'b200',
+                                     '--host', 'b200-01', '--sizes', '1,2,4')
+        workload = self.path('workload.yaml')
+        with open(workload, 'w') as f:
+            yaml.safe_dump({
+                'version': 1, 'seed': 11, 'events': 24,
+                'arrival': {'distribution': 'exponential', 'mean': 0.5},
+                'lifetime': {'distribution': 'exponential', 'mean': 6},
+                'flavors': [{'gpus': 1, 'weight': 3},
+                            {'gpus': 2, 'weight': 2},
+                            {'gpus': 4, 'weight': 1}]}, f)
+        state = self.path('state')
+        result = cli.run(self, 'nvlink', 'simulate', '--topology', MIXED,
+                         '--flavors', flavors, '--workload', workload,
+                         '--from-topology', '--layout', 'reshaped',
+                         '--seeds', '1', '--alias', 'h100', '--alias',
+                         'b200', '--save-state', state)
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('mean GPUs busy (of 16)', result.stdout)
+        with open(os.path.join(state, 'reshaped.json')) as f:
+            saved = json.load(f)
+        names = {rp['uuid']: rp['name'] for rp in saved['resource_providers']}
+        hosts = {names[rp].split('_')[0]
+                 for c in saved['allocations'].values()
+                 for rp in c['allocations']}
+        self.assertTrue(hosts)
+        self.assertLessEqual(hosts, set(B200_HOSTS))
+        # Without --alias the flavors' alias names no model of the fleet.
+        result = cli.run(self, 'nvlink', 'simulate', '--topology', MIXED,
+                         '--flavors', flavors, '--workload', workload,
+                         '--from-topology', '--seeds', '1')
+        self.assertEqual(1, result.code, result.stderr)
+        self.assertIn('flavor gpu.b200.1x names alias b200', result.stderr)
