@@ -193,12 +193,8 @@ def host_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX,
     spec_of = spec if callable(spec) else (lambda gpu: spec)
     merged = collections.OrderedDict()
     for host in hosts:
-        traits = {}
-        for rc in (sorted({request.gpu_class(g) or ''
-                           for g in host.gpus.values()}) if members else ()):
-            # Per GPU model: the whole host of a model is its GPUs.
-            traits.update(members_mod.traits(
-                aliases_mod.restrict(host, rc or None), trait_prefix))
+        traits = (members_mod.traits(host, trait_prefix) if members
+                  else {})
         plain = bool(excluding([host]))
         entries = []
         for address in sorted(host.usable(), key=pci.address_sort_key):

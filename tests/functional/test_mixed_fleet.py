@@ -324,6 +324,10 @@ class TestMixedFleet(base.BaseTestCase):
         # model's whole host (no subtree).
         self.assertIn('placement:same_subtree', specs['gpu.h100pcie.2x'])
         self.assertNotIn('placement:same_subtree', specs['gpu.l40s.2x'])
+        # check expects the same member traits nova-config printed.
+        check = self.ok('check', '--topology', topology, '--snapshot',
+                        reshaped, '-f', 'json')
+        self.assertEqual([], json.loads(check.stdout))
         verify = self.ok('flavor', 'verify', '--flavors', flavors,
                          '--topology', topology, '--snapshot', reshaped,
                          '--alias', 'h100pcie', '--alias', 'l40s',
