@@ -142,6 +142,12 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     of the same class (the alias, not --host, decides where Nova looks): a
     size that is the whole of a selected host but a domain of another is
     a domain flavor.
+    In a fleet of several GPU models (told apart by host inspection's
+    vendor/device ids) each --alias names one model, and each model's
+    flavors are generated on its hosts, on their GPUs of that model (a
+    host with two models serves both), named with its alias; a
+    --name-template without {alias} that gives two models' flavors one
+    name is refused.
     --dialect upstream refuses every size but 1 and the whole host:
     upstream Nova cannot name the request groups of an alias, and its
     whole-host flavor makes Placement enumerate GPU permutations.
