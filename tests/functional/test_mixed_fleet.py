@@ -381,3 +381,21 @@ class TestMixedFleet(base.BaseTestCase):
                          '--from-topology', '--seeds', '1')
         self.assertEqual(1, result.code, result.stderr)
         self.assertIn('flavor gpu.b200.1x names alias b200', result.stderr)
+
+    def test_defrag_counts_the_flavors_model(self):
+        reshaped = self.reshaped()
+        flavors, _, _ = self.flavors('--alias', 'h100', '--alias', 'b200',
+                                     '--host', 'b200-01', '--sizes', '2')
+        result = cli.run(self, 'nvlink', 'defrag', '--topology', MIXED,
+                         '--flavors', flavors, '--snapshot', reshaped,
+                         '--size', '2', '--count', '1', '--alias', 'h100',
+                         '--alias', 'b200')
+        self.assertEqual(0, result.code, result.stderr)
+        # The B200 hosts' 8 pairs, not the H100 ones.
+        self.assertIn('defrag: 8 free 2-GPU domain(s) before',
+                      result.stderr)
+        result = cli.run(self, 'nvlink', 'defrag', '--topology', MIXED,
+                         '--flavors', flavors, '--snapshot', reshaped,
+                         '--size', '2', '--count', '1')
+        self.assertEqual(1, result.code, result.stderr)
+        self.assertIn('flavor gpu.b200.2x names alias b200', result.stderr)
