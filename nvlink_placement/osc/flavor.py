@@ -530,8 +530,8 @@ class VerifyFlavors(commands.Lister):
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
         return display.long_columns(parsed_args, 'query', verify.COLUMNS + (
-            'status',), [row + (_status(r, row),)
-                         for r in results for row in r.rows()])
+            'status',), [row + (status,) for r in results
+                         for row, status in zip(r.rows(), _statuses(r))])
 
     def _detect(self, parsed_args, client):
         """The query shape for the live cloud (see :func:`release.choose`).
@@ -561,27 +561,30 @@ class VerifyFlavors(commands.Lister):
 OTHER_CLASS = 'other-class'
 
 
-def _status(result, row):
-    """The status column of one ``flavor verify`` row: that host's own.
+def _statuses(result):
+    """The status column of ``result``'s rows, each that host's own.
 
     Problems about other hosts do not count; those about no host in
     particular (a query Placement refuses) count for every row.
     """
-    host = next((h for h in result.hosts if h.host == row[1]), None)
-    if result.no_match or (host is not None and host.no_match):
+    about_hosts = {p for h in result.hosts for p in h.problems}
+    shared = [p for p in result.problems if p not in about_hosts]
+    return [_status(result, host, shared) for host in result.hosts]
+
+
+def _status(result, host, shared):
+    """The status of one host of a ``flavor verify`` result."""
+    if result.no_match or host.no_match:
         return 'no-match'
-    if host is not None and host.other_class:
+    if host.other_class:
         return OTHER_CLASS
-    own = [p for p in result.problems
-           if not any(p in h.problems for h in result.hosts)]
-    if host is not None:
-        own += host.problems
+    own = shared + host.problems
     if any('the tree is not reshaped' in p for p in own):
         return 'not reshaped'
     if any('member traits this flavor requires' in p or 'lack their '
            in p for p in own):
         return 'no member traits'
-    if own or row[4] or row[5]:
+    if own or host.invalid or host.missing:
         return 'problem'
     return 'ok'
 
