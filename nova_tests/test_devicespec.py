@@ -20,6 +20,8 @@ from nova import test
 from nova_tests import base
 from nvlink_placement import errors
 from nvlink_placement.novaconfig import devicespec
+from nvlink_placement.novaconfig import settings as novaconfig
+from nvlink_placement.topology import loader
 
 OTHER_FORMS = [
     {'vendor_id': '10de', 'product_id': '2330', 'address': '0000:19:00.0',
@@ -38,6 +40,11 @@ OTHER_FORMS = [
 ADDRESSES = sorted({a for board in base.BOARDS.values() for a in board} |
                    {'0001:19:00.0', '0000:19:00.1', '0000:ab:1f.7'})
 IDS = [('10de', '2330'), ('10de', '2331'), ('15b3', '101e')]
+#: A host of two models: an NVLink-bridged H100 PCIe pair (10de:2331)
+#: and two L40S (10de:26b9), by PCI address.
+TWO_MODELS = {'0000:19:00.0': '2331', '0000:3b:00.0': '2331',
+              '0000:4c:00.0': '26b9', '0000:5d:00.0': '26b9'}
+OTHER = {'2331': '26b9', '26b9': '2331'}
 
 
 class TestDeviceSpecLikeNova(test.NoDBTestCase):
@@ -74,6 +81,48 @@ class TestDeviceSpecLikeNova(test.NoDBTestCase):
         for host, values in specs.items():
             self.assertEqual(9, len(values), host)
             self.assertGreater(self.assert_same(values), 8)
+
+    def test_two_models_on_one_host(self):
+        """A host with H100 PCIe and L40S GPUs: its entries, read by Nova.
+
+        Each model's per-GPU entries match only its own ids, so a GPU of
+        the other model at the same address falls through to its model's
+        generic entry (no member traits).
+        """
+        topology = loader.parse({'version': 1, 'hosts': {'mixed-01': {
+            'gpus': {a: {'vendor_id': '10de', 'device_id': product}
+                     for a, product in TWO_MODELS.items()},
+            'groups': [['0000:19:00.0', '0000:3b:00.0']]}}}, '<two models>')
+        values = novaconfig.host_device_specs(novaconfig.settings(
+            list(topology.hosts.values()), ['h100pcie', 'l40s']),
+            ['mixed-01'])['mixed-01']
+        self.assertEqual(6, len(values))
+        nova = whitelist.Whitelist(values)
+        traits = {}
+        for address, product in TWO_MODELS.items():
+            for ids in (('10de', product), ('10de', OTHER[product])):
+                spec = nova.device_assignable({
+                    'vendor_id': ids[0], 'product_id': ids[1],
+                    'address': address, 'parent_addr': None,
+                    'dev_type': 'type-PCI'})
+                # Nova adds COMPUTE_MANAGED_PCI_DEVICE to every one.
+                traits[address, ids[1]] = (
+                    spec.product_id, sorted(
+                        pci_placement_translator._get_traits_for_dev(
+                            spec.tags) - {'COMPUTE_MANAGED_PCI_DEVICE'}))
+        self.assertEqual({
+            ('0000:19:00.0', '2331'): ('2331', ['CUSTOM_PCI_GROUP2_MEMBER0']),
+            ('0000:3b:00.0', '2331'): ('2331', ['CUSTOM_PCI_GROUP2_MEMBER1']),
+            ('0000:4c:00.0', '26b9'): ('26b9', ['CUSTOM_PCI_GROUP2_MEMBER0']),
+            ('0000:5d:00.0', '26b9'): ('26b9', ['CUSTOM_PCI_GROUP2_MEMBER1']),
+            # The other model at the same address: its generic entry.
+            ('0000:19:00.0', '26b9'): ('26b9', []),
+            ('0000:3b:00.0', '26b9'): ('26b9', []),
+            ('0000:4c:00.0', '2331'): ('2331', []),
+            ('0000:5d:00.0', '2331'): ('2331', []),
+        }, traits)
+        # Our matcher agrees with Nova's on every address and id.
+        self.assertGreater(self.assert_same(values), 8)
 
     def test_other_forms_nova_accepts(self):
         values = [json.dumps(e) for e in OTHER_FORMS]

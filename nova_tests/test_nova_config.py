@@ -219,6 +219,56 @@ class TestNovaConfig(test.NoDBTestCase):
             'address': '0000:19:00.0', 'parent_addr': None,
             'dev_type': 'type-PCI'}))
 
+    def test_nova_reads_one_alias_per_model(self):
+        """A fleet of H100 and B200 hosts: Nova's view of one run's lines.
+
+        ``[pci] alias`` is multi-valued: Nova reads each line as one alias
+        with its own ids, and ``device_spec`` likewise; a B200 device
+        matches the B200 entries only.
+        """
+        topology = loader.load(os.path.join(base.EXAMPLES,
+                                            'hgx-h100-b200.yaml'))
+        rows = novaconfig.settings(list(topology.hosts.values()),
+                                   ['h100', 'b200'])
+        self.flags(alias=[r.value for r in rows if r.option == 'alias'],
+                   group='pci')
+        self.flags(pci_in_placement=True, group='filter_scheduler')
+        pci_request.get_alias_from_config.cache_clear()
+        self.addCleanup(pci_request.get_alias_from_config.cache_clear)
+        self.assertEqual(
+            {'h100': ('legacy', [{'vendor_id': '10de',
+                                  'product_id': '2330'}]),
+             'b200': ('legacy', [{'vendor_id': '10de',
+                                  'product_id': '2901'}])},
+            pci_request.get_alias_from_config())
+        self.useFixture(fixtures.MockPatch(
+            'nova.pci.utils.is_physical_function', return_value=False))
+        specs = novaconfig.host_device_specs(rows, ['b200-01'])['b200-01']
+        self.flags(device_spec=specs, group='pci')
+        dev_filter = whitelist.Whitelist(nova.conf.CONF.pci.device_spec)
+        # Module 1 of the B200 board (illustrative map): pair member 0.
+        spec = dev_filter.device_assignable({
+            'vendor_id': '10de', 'product_id': '2901',
+            'address': '0000:3d:00.0', 'parent_addr': None,
+            'dev_type': 'type-PCI'})
+        self.assertEqual(
+            {'CUSTOM_PCI_GROUP2_MEMBER0', 'CUSTOM_PCI_GROUP4_MEMBER0',
+             'CUSTOM_PCI_GROUP8_MEMBER0', 'COMPUTE_MANAGED_PCI_DEVICE'},
+            pci_placement_translator._get_traits_for_dev(spec.tags))
+        self.assertEqual('CUSTOM_PCI_10DE_2901',
+                         pci_placement_translator.get_resource_class(
+                             spec.tags.get('resource_class'), '10de',
+                             '2901'))
+        # An H100 device on that host would take the H100 generic entry.
+        spec = dev_filter.device_assignable({
+            'vendor_id': '10de', 'product_id': '2330',
+            'address': '0000:3d:00.0', 'parent_addr': None,
+            'dev_type': 'type-PCI'})
+        self.assertEqual('2330', spec.product_id)
+        self.assertEqual({'COMPUTE_MANAGED_PCI_DEVICE'},
+                         pci_placement_translator._get_traits_for_dev(
+                             spec.tags))
+
     def test_each_gpu_matches_its_member_entry_first(self):
         """Nova's whitelist picks each GPU's own entry, not the generic one.
 

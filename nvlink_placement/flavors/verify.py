@@ -29,6 +29,7 @@ import urllib.parse
 from keystoneauth1 import exceptions as ks_exc
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import aliases
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import client as pc
@@ -67,6 +68,11 @@ class HostResult:
         host (no compute node of its name, no provider of its GPUs, or
         free GPUs none of which has the alias' class and traits); None
         when it can. Such a host proves nothing.
+    :ivar other_class: why the host is no place for the flavor (its GPUs,
+        by the topology's vendor/device ids, are all of models other than
+        the alias'), or None. Such a host is not a failure.
+    :ivar problems: the messages of :attr:`FlavorResult.problems` about
+        this host.
     """
     host: str
     candidates: int = 0
@@ -75,6 +81,8 @@ class HostResult:
     missing: dict = dataclasses.field(default_factory=dict)
     free_domain: bool = False
     no_match: str = None
+    other_class: str = None
+    problems: list = dataclasses.field(default_factory=list)
 
     @property
     def distinct(self):
@@ -96,7 +104,8 @@ class FlavorResult:
     :ivar problems: messages that make the check fail.
     :ivar warnings: messages that do not.
     :ivar no_match: True when the query matches no GPU of any host (a
-        resource class Placement does not know).
+        resource class Placement does not know, or no host of the alias'
+        GPU model among those verified).
     """
     flavor: str
     query: str
@@ -228,6 +237,16 @@ def check(request, hosts, body, providers, free, eligible, only=False,
             providers.setdefault(rp_uuid, (rp_uuid, rp_uuid))
     by_name = {name: uuid for uuid, (name, _) in providers.items()}
     results = {h.name: HostResult(h.name) for h in hosts}
+    models = {request_mod.gpu_class(h.gpus[a]) for h in list(hosts) +
+              list(others) for a in h.usable()}
+    if rc in models and len(models) > 1:
+        # Several GPU models: a host's domains of this alias are those of
+        # its GPUs of the alias' model (on a host of two models too).
+        full = {h.name: h for h in hosts}
+        hosts = [aliases.restrict(h, rc) for h in hosts]
+        others = [aliases.restrict(h, rc) for h in others]
+    else:
+        full = None
     topology = {h.name: h for h in hosts}
     rest = {h.name: h for h in others if h.name not in topology}
     problems, warnings = [], []
@@ -268,6 +287,10 @@ def check(request, hosts, body, providers, free, eligible, only=False,
     wanted = member_indexes(request)
     for host in hosts:
         result = results[host.name]
+        if not result.candidates and full is not None:
+            result.other_class = _other_class(request, full[host.name])
+            if result.other_class:
+                continue
         result.no_match = _no_match(request, host, by_name, free,
                                     idle_gpus)
         if result.no_match:
@@ -313,9 +336,35 @@ def check(request, hosts, body, providers, free, eligible, only=False,
                     'enumerate permutations of the same GPUs)'
                     % sum(r.duplicates for r in results.values()))))
     for result in results.values():
-        problems.extend(_describe(request.flavor, result))
+        result.problems = _describe(request.flavor, result)
+        problems.extend(result.problems)
+    nowhere = bool(hosts) and all(results[h.name].other_class
+                                  for h in hosts)
+    if nowhere:
+        problems.append(
+            '%s: no match, nothing proven: none of the %s verified has a '
+            'GPU of resource class %s, which alias %s asks for' % (
+                request.flavor, 'host(s) %s' % _names([h.name for h in hosts])
+                if only else '%d topology hosts' % len(hosts), rc,
+                request.alias.name))
     return FlavorResult(request.flavor, request.display,
-                        list(results.values()), problems, warnings)
+                        list(results.values()), problems, warnings,
+                        no_match=nowhere)
+
+
+def _other_class(request, host):
+    """Why ``host`` is no place for ``request``'s alias, or None.
+
+    From the topology: every usable GPU of the host has a known resource
+    class (host inspection's ids), none of them the alias' one.
+    """
+    found = {request_mod.gpu_class(host.gpus[a]) for a in host.usable()}
+    if not found or None in found or request.alias.resource_class in found:
+        return None
+    return ('%s has no GPU of resource class %s (its GPUs are %s): not a '
+            'place alias %s can land' % (
+                host.name, request.alias.resource_class,
+                ', '.join(sorted(found)), request.alias.name))
 
 
 def _no_match(request, host, by_name, free, idle):
@@ -547,13 +596,17 @@ def verify(client, request, hosts, providers=None, only=False, others=(),
     result = check(request, hosts, body, providers, free, eligible, only,
                    configured, idle_gpus, others)
     if owners is not None:
-        result.problems.extend(_without_owner(request, hosts, providers,
-                                              owners))
+        by_host = {h.host: h for h in result.hosts}
+        targets = [h for h in hosts if not by_host[h.name].other_class]
+        for host, problem in _without_owner(request, targets, providers,
+                                            owners):
+            result.problems.append(problem)
+            by_host[host].problems.append(problem)
     return result
 
 
 def _without_owner(request, hosts, providers, owners):
-    """Problems for topology providers lacking the owner trait."""
+    """``(host, problem)`` per host whose providers lack the owner trait."""
     by_name = {name: uuid for uuid, (name, _) in providers.items()}
     trait = ','.join(request.nova.root_required)
     out = []
@@ -565,7 +618,7 @@ def _without_owner(request, hosts, providers, owners):
             host.gpu_provider_name(a) for a, gpu in host.gpus.items()
             if not gpu.excluded) if n in by_name and by_name[n] not in owners]
         if lacking:
-            out.append(
+            out.append((host.name, (
                 '%s on %s: provider(s) %s lack %s, which Nova %d requires '
                 'once every nova-compute runs service version %d (modelled: '
                 '%s); a Nova 34 nova-compute writes it. No candidate can come '
@@ -574,7 +627,7 @@ def _without_owner(request, hosts, providers, owners):
                 'to model it)' % (
                     request.flavor, host.name, _names(lacking), trait,
                     release.OWNER_FILTER_SINCE,
-                    release.OWNER_SERVICE_VERSION, request.nova.describe()))
+                    release.OWNER_SERVICE_VERSION, request.nova.describe()))))
     return out
 
 

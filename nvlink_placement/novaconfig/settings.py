@@ -17,6 +17,7 @@ import dataclasses
 import json
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import aliases as aliases_mod
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import request
 from nvlink_placement.topology import members as members_mod
@@ -31,6 +32,7 @@ CONTROL = 'nova-api, nova-scheduler, nova-conductor'
 SCHEDULER = 'nova-scheduler'
 PLACEMENT = 'placement-api'
 FLAVOR = 'flavors of %d GPU(s)'
+FLAVOR_OF = 'flavors of %d GPU(s) of alias %s'
 EXTRA_SPECS = 'extra_specs'
 
 #: The services (program names) each service label stands for.
@@ -123,32 +125,28 @@ class Setting:
     hosts: tuple = ()
 
 
-def device_ids(hosts, vendor_id=None, product_id=None):
-    """The GPUs' PCI ``(vendor_id, product_id)``, lower-case hex.
+def alias_classes(hosts, alias, vendor_id=None, product_id=None,
+                  resource_class=None, scope=None):
+    """The aliases of ``hosts``, one per GPU model, with PCI ids.
 
-    Explicit ids win; otherwise the one pair the topology's GPUs carry
-    (from host inspection).
-
-    :raises NvlinkError: when the topology has none or several.
+    :param alias: one ``--alias`` value or a list of them
+        (:func:`nvlink_placement.flavors.aliases.assign`).
+    :param scope: every topology host (see :func:`aliases.assign`).
+    :returns: list of :class:`~nvlink_placement.flavors.aliases.AliasClass`
+        in topology order, each with ids.
+    :raises NvlinkError: as :func:`aliases.assign`, and when the topology
+        holds no ids and none were given.
     """
-    if vendor_id or product_id:
-        if not (vendor_id and product_id):
-            raise errors.NvlinkError('give both --vendor-id and '
-                                     '--product-id')
-        return vendor_id.lower(), product_id.lower()
-    classes = request.gpu_classes(hosts)
-    pairs = sorted({(c.vendor_id, c.product_id) for c in classes.values()
-                    if c.vendor_id and c.product_id})
-    if not pairs:
+    specs = [alias] if isinstance(alias, str) else list(alias)
+    found = aliases_mod.assign(hosts, specs, vendor_id, product_id,
+                               resource_class, scope)
+    if not found[0].vendor_id or not found[0].product_id:
         raise errors.NvlinkError(
             'the topology holds no GPU vendor/product ids (a hand-written '
             'file; host inspection adds them): give --vendor-id and '
-            '--product-id, e.g. 10de and 2330 for H100 SXM')
-    if len(pairs) > 1:
-        raise errors.NvlinkError(
-            'the GPUs have several vendor/product ids (%s): pick the hosts '
-            'of one kind with --host' % ', '.join('%s:%s' % p for p in pairs))
-    return pairs[0]
+            '--product-id (or --alias NAME=VENDOR:PRODUCT), e.g. 10de and '
+            '2330 for H100 SXM')
+    return found
 
 
 def wide_hosts(hosts):
@@ -175,18 +173,24 @@ def host_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX,
     ``spec`` entry. Per usable GPU, by PCI address:
 
     - with ``members``, a GPU with member traits
-      (:mod:`nvlink_placement.topology.members`): ``spec`` plus its
-      ``address`` and ``traits`` (comma-separated; Nova keeps ``CUSTOM_``
-      names as written, ``pci_placement_translator.get_traits``);
+      (:mod:`nvlink_placement.topology.members`, on the host's GPUs of
+      its model: on a host of two models, each model's whole host is its
+      own GPUs): ``spec`` plus its ``address`` and ``traits``
+      (comma-separated; Nova keeps ``CUSTOM_`` names as written,
+      ``pci_placement_translator.get_traits``);
     - on a host whose topology excludes a GPU (vGPU or MIG in use), every
       other usable GPU too (``spec`` plus its ``address``): such a host
       gets no generic entry, which would match the excluded GPU as well
       (:func:`excluding`).
 
+    :param spec: the generic entry (dict), or a callable from a
+        :class:`~nvlink_placement.topology.model.Gpu` to the generic entry
+        of its model (a fleet or host of several models).
     :returns: list of ``(host names, [entry JSON, ...])``, hosts with the
         same entries (the same board wiring at the same addresses) merged,
         in topology order; hosts without entries left out.
     """
+    spec_of = spec if callable(spec) else (lambda gpu: spec)
     merged = collections.OrderedDict()
     for host in hosts:
         traits = (members_mod.traits(host, trait_prefix) if members
@@ -196,10 +200,11 @@ def host_specs(hosts, spec, trait_prefix=model.DEFAULT_TRAIT_PREFIX,
         for address in sorted(host.usable(), key=pci.address_sort_key):
             if traits.get(address):
                 entries.append(json.dumps(dict(
-                    spec, address=address,
+                    spec_of(host.gpus[address]), address=address,
                     traits=','.join(traits[address]))))
             elif plain:
-                entries.append(json.dumps(dict(spec, address=address)))
+                entries.append(json.dumps(dict(spec_of(host.gpus[address]),
+                                               address=address)))
         if entries:
             merged.setdefault(tuple(entries), []).append(host.name)
     return [(names, list(entries)) for entries, names in merged.items()]
@@ -236,19 +241,29 @@ def host_device_specs(rows, names):
 
 def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
              resource_class=None, dialect=generate.MOSK,
-             trait_prefix=model.DEFAULT_TRAIT_PREFIX, shown=None):
+             trait_prefix=model.DEFAULT_TRAIT_PREFIX, shown=None,
+             scope=None):
     """Everything to configure, as :class:`Setting` rows.
 
     Each host's ``[pci] device_spec`` is the list of the ``device_spec``
     rows whose :attr:`Setting.hosts` name it or are empty, in row order
     (:func:`host_device_specs`): its per-GPU entries (:func:`host_specs`),
-    then the generic entry unless the host excludes a GPU.
+    then the generic entry of each GPU model, in topology order, unless
+    the host excludes a GPU. A fleet of several GPU models gets one
+    ``[pci] alias`` row per model (Nova's ``alias`` is a multi-valued
+    option: one JSON object per line), in topology order, on the same
+    services.
 
+    :param alias: an alias name, or the list of ``--alias`` values
+        (``NAME`` or ``NAME=VENDOR:PRODUCT``,
+        :func:`nvlink_placement.flavors.aliases.assign`).
     :param sizes: flavor sizes (default :func:`generate.default_sizes`),
-        judged as ``flavor generate`` does (:func:`generate.judge_sizes`).
+        judged per model as ``flavor generate`` does
+        (:func:`generate.judge_sizes`).
     :param resource_class: explicit ``resource_class`` tag for
-        device_spec and alias; by default only a class from host
-        inspection that differs from ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``.
+        device_spec and alias (one model only); by default only a class
+        from host inspection that differs from
+        ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``.
     :param dialect: :data:`generate.MOSK` adds the per-GPU device_spec
         entries with member traits (:func:`host_specs`) and
         ``allow_pci_traits_in_flavor``; :data:`generate.UPSTREAM` has no
@@ -256,29 +271,36 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     :param shown: how many host names a service or reason names before
         "and N more" (a table for people); None (default) names all, as
         every machine-readable output must.
+    :param scope: every topology host when ``hosts`` are some of them
+        (``--host``): aliases are named on it (:func:`aliases.assign`).
+    :raises NvlinkError: for a bad alias (:func:`alias_classes`) or a
+        refused size.
     """
-    generate.check_alias(alias)
-    kinds = generate.judge_sizes(hosts, sizes, dialect)[0]
-    sizes = sorted(kinds)
-    vendor, product = device_ids(hosts, vendor_id, product_id)
-    derived = request.resource_class_name(None, vendor, product)
-    rc = resource_class
-    if not rc:
-        classes = request.gpu_classes(hosts)
-        custom = sorted(set(classes) - {derived})
-        rc = custom[0] if len(custom) == 1 and len(classes) == 1 else None
-    spec = {'vendor_id': vendor, 'product_id': product}
-    if rc:
-        spec['resource_class'] = rc
+    found = alias_classes(hosts, alias, vendor_id, product_id,
+                          resource_class, scope)
+    specs, kinds = {}, {}
+    for one in found:
+        generate.check_alias(one.name)
+        spec = {'vendor_id': one.vendor_id, 'product_id': one.product_id}
+        if one.resource_class != request.resource_class_name(
+                None, one.vendor_id, one.product_id):
+            spec['resource_class'] = one.resource_class
+        specs[one.name] = spec
+        kinds.update(generate.judge_sizes(
+            aliases_mod.hosts_of(hosts, one), sizes, dialect)[0])
+    by_class = {one.resource_class: specs[one.name] for one in found}
+    default = specs[found[0].name]
+
+    def spec_of(gpu):
+        return by_class.get(request.gpu_class(gpu), default)
     # No device_type: Nova then matches any (nova/pci/request.py). A GPU
     # with SR-IOV capability (Hopper on, for vGPU) is type-PF, older ones
     # type-PCI; a wrong type would match no GPU at all.
-    alias_spec = dict({'name': alias}, **spec)
     rows = []
     named = dialect == generate.MOSK and any(
         k != generate.SINGLE for k in kinds.values())
     excluded = excluding(hosts)
-    for names, entries in host_specs(hosts, spec, trait_prefix, named):
+    for names, entries in host_specs(hosts, spec_of, trait_prefix, named):
         where = COMPUTE_ON % _names(names, shown)
         rows += [Setting(
             where, 'pci', 'device_spec', entry,
@@ -288,26 +310,35 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
             'require them, and Nova rewrites a PCI provider\'s traits '
             'from device_spec on every refresh', tuple(names))
             for entry in entries]
-    generic_reason = ('the GPUs Nova may pass through; Placement resource '
-                      'class %s' % request.resource_class_name(
-                          rc, vendor, product))
-    if not excluded:
-        rows.append(Setting(COMPUTE, 'pci', 'device_spec', json.dumps(spec),
-                            generic_reason))
-    else:
-        rest = [h.name for h in hosts if h.name not in excluded]
-        if rest:
+    rest = [h.name for h in hosts if h.name not in excluded]
+    for one in found:
+        spec = specs[one.name]
+        reason = ('the GPUs Nova may pass through; Placement resource '
+                  'class %s' % one.resource_class)
+        if len(found) > 1:
+            reason += ' (alias %s, on %s)' % (one.name,
+                                              _names(one.hosts, shown))
+        if not excluded:
+            rows.append(Setting(COMPUTE, 'pci', 'device_spec',
+                                json.dumps(spec), reason))
+        elif rest:
             rows.append(Setting(
                 COMPUTE_ON % _names(rest, shown), 'pci', 'device_spec',
-                json.dumps(spec), generic_reason + '; not on %s, whose '
+                json.dumps(spec), reason + '; not on %s, whose '
                 'topology excludes GPUs' % _names(excluded, shown),
                 tuple(rest)))
+    rows.append(Setting(
+        COMPUTE, 'pci', 'report_in_placement', 'True',
+        'one resource provider per GPU (cannot be turned off again)'))
+    for one in found:
+        reason = ('the alias the flavors name; one spec per alias with PCI '
+                  'in Placement')
+        if len(found) > 1:
+            reason += ('; one alias per GPU model (resource class %s, on '
+                       '%s)' % (one.resource_class, _names(one.hosts, shown)))
+        rows.append(Setting(ALIAS_SERVICES, 'pci', 'alias', json.dumps(
+            dict({'name': one.name}, **specs[one.name])), reason))
     rows += [
-        Setting(COMPUTE, 'pci', 'report_in_placement', 'True',
-                'one resource provider per GPU (cannot be turned off again)'),
-        Setting(ALIAS_SERVICES, 'pci', 'alias', json.dumps(alias_spec),
-                'the alias the flavors name; one spec per alias with PCI in '
-                'Placement'),
         Setting(CONTROL, 'filter_scheduler', 'pci_in_placement', 'True',
                 'schedule PCI devices through Placement, so flavors can '
                 'name NVLink group subtrees'),
@@ -339,7 +370,12 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     rows += [Setting(PLACEMENT, section, option, value,
                      reason if i == 0 else why)
              for i, (section, option, value, why) in enumerate(placement)]
-    return rows + numa_advice(hosts, sizes, shown)
+    for one in found:
+        rows += numa_advice(
+            aliases_mod.hosts_of(hosts, one), sorted(generate.judge_sizes(
+                aliases_mod.hosts_of(hosts, one), sizes, dialect)[0]),
+            shown, one.name if len(found) > 1 else None)
+    return rows
 
 
 def _names(labels, shown=SHOWN):
@@ -351,7 +387,7 @@ def _names(labels, shown=SHOWN):
                                len(labels) - shown)
 
 
-def numa_advice(hosts, sizes, shown=None):
+def numa_advice(hosts, sizes, shown=None, alias=None):
     """Flavor extra specs for NUMA, per size, from the GPUs' NUMA nodes.
 
     Only where host inspection recorded ``numa_node`` for the GPUs.
@@ -360,6 +396,9 @@ def numa_advice(hosts, sizes, shown=None):
     nodes gets ``hw:numa_nodes=k`` and ``preferred``, naming them.
 
     :param shown: as for :func:`settings`.
+    :param alias: in a fleet of several GPU models, the alias of
+        ``hosts``: the rows are then for ``flavors of N GPU(s) of alias
+        A`` (:data:`FLAVOR_OF`).
     """
     rows = []
     for size in sizes:
@@ -387,7 +426,8 @@ def numa_advice(hosts, sizes, shown=None):
             continue
         note = ('; NUMA node unknown for %s' % _names(unknown, shown)
                 if unknown else '')
-        service = FLAVOR % size
+        service = FLAVOR % size if alias is None else FLAVOR_OF % (
+            size, alias)
         if spans:
             rows += [
                 Setting(service, EXTRA_SPECS, 'hw:numa_nodes', str(widest),

@@ -10,6 +10,7 @@ from openstack import exceptions as sdk_exc
 from osc_lib.cli import format_columns
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import aliases
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import release
@@ -37,6 +38,41 @@ def add_topology_arguments(parser):
                         help='Only the GPUs of this host (repeatable; '
                              'default: every host). Use it to pick the '
                              'hosts of one GPU model.')
+
+
+def _alias(text):
+    """``--alias`` for argparse: ``NAME`` or ``NAME=VENDOR:PRODUCT``."""
+    try:
+        aliases.parse(text)
+    except errors.NvlinkError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+    return text
+
+
+ALIAS_HELP = (
+    'The [pci] alias naming the GPUs: NAME, or NAME=VENDOR:PRODUCT for '
+    'the GPUs of those PCI ids. Repeat it for a fleet of several GPU '
+    'models: one alias per model; NAME=VENDOR:PRODUCT names that model, '
+    'each bare NAME the next model not named so, in topology order (the '
+    'order in which the hosts, in file order, first show each model); a '
+    'model left unnamed gets the alias pci-<vendor>-<product>, said on '
+    'standard error.')
+
+
+def add_alias_argument(parser, required=True, help=ALIAS_HELP):
+    parser.add_argument('--alias', metavar='NAME[=VENDOR:PRODUCT]',
+                        action='append', required=required, type=_alias,
+                        default=None if required else [], help=help)
+
+
+def warn_derived(found):
+    """Name on the log each alias no ``--alias`` named."""
+    for one in found:
+        if one.derived:
+            LOG.warning('GPU model %s:%s (%s, on %s) gets alias %s: no '
+                        '--alias names it', one.vendor_id, one.product_id,
+                        one.resource_class, display.names(list(one.hosts)),
+                        one.name)
 
 
 def _sizes(text):
@@ -106,6 +142,12 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     of the same class (the alias, not --host, decides where Nova looks): a
     size that is the whole of a selected host but a domain of another is
     a domain flavor.
+    In a fleet of several GPU models (told apart by host inspection's
+    vendor/device ids) each --alias names one model, and each model's
+    flavors are generated on its hosts, on their GPUs of that model (a
+    host with two models serves both), named with its alias; a
+    --name-template without {alias} that gives two models' flavors one
+    name is refused.
     --dialect upstream refuses every size but 1 and the whole host:
     upstream Nova cannot name the request groups of an alias, and its
     whole-host flavor makes Placement enumerate GPU permutations.
@@ -133,8 +175,7 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         add_topology_arguments(parser)
-        parser.add_argument('--alias', metavar='NAME', required=True,
-                            help='The [pci] alias naming the GPUs.')
+        add_alias_argument(parser)
         add_sizes_argument(parser)
         parser.add_argument('--name-template', metavar='TEMPLATE',
                             default=generate.DEFAULT_NAME_TEMPLATE,
@@ -186,26 +227,41 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
             raise errors.UsageError('%s goes with --apply'
                                     % rollout.SKIP_OPTION)
         topology, hosts = selected_hosts(self.app, parsed_args)
-        result = generate.generate(
-            hosts, parsed_args.alias, sizes=parsed_args.sizes,
-            dialect=parsed_args.dialect,
-            trait_prefix=topology.trait_prefix,
-            name_template=parsed_args.name_template,
-            vcpus_per_gpu=parsed_args.vcpus_per_gpu,
-            ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk,
-            scope=reach(topology, hosts))
-        for size, reason in result.skipped:
-            LOG.warning('size %d not generated: %s', size, reason)
-        for note in result.notes:
-            LOG.warning(note)
-        _warn_wide(hosts, result.flavors)
-        self.flavors = result.flavors
+        everywhere = list(topology.hosts.values())
+        found = aliases.assign(hosts, parsed_args.alias, scope=everywhere)
+        warn_derived(found)
+        flavors, names = [], {}
+        for one in found:
+            result = generate.generate(
+                aliases.hosts_of(hosts, one), one.name,
+                sizes=parsed_args.sizes, dialect=parsed_args.dialect,
+                trait_prefix=topology.trait_prefix,
+                name_template=parsed_args.name_template,
+                vcpus_per_gpu=parsed_args.vcpus_per_gpu,
+                ram_per_gpu=parsed_args.ram_per_gpu, disk=parsed_args.disk,
+                scope=aliases.reach_of(reach(topology, hosts), one))
+            for size, reason in result.skipped:
+                LOG.warning('%ssize %d not generated: %s',
+                            _of(found, one), size, reason)
+            for note in result.notes:
+                LOG.warning('%s%s', _of(found, one), note)
+            for flavor in result.flavors:
+                if flavor.name in names:
+                    raise errors.NvlinkError(
+                        '--name-template %r gives the flavors of aliases '
+                        '%s and %s the same name %r; include {alias}' % (
+                            parsed_args.name_template, names[flavor.name],
+                            one.name, flavor.name))
+                names[flavor.name] = one.name
+            _warn_wide(aliases.hosts_of(hosts, one), result.flavors)
+            flavors += result.flavors
+        self.flavors = flavors
         if parsed_args.apply:
-            return self.apply(parsed_args, result.flavors)
+            return self.apply(parsed_args, flavors)
         return generate.COLUMNS, [
             (f.name, f.vcpus, f.ram, f.disk,
              format_columns.DictColumn(f.extra_specs))
-            for f in result.flavors]
+            for f in flavors]
 
     def apply(self, parsed_args, flavors):
         """--apply: the rows of the changes made (or planned).
@@ -265,6 +321,11 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         return 0
 
 
+def _of(found, one):
+    """``alias A: `` before a message, in a fleet of several models."""
+    return 'alias %s: ' % one.name if len(found) > 1 else ''
+
+
 def print_commands(flavor):
     """``openstack flavor create`` and ``set`` commands for a FlavorSpec.
 
@@ -294,14 +355,21 @@ class VerifyFlavors(commands.Lister):
     every allocation request: all GPUs on one host of the topology, free,
     and exactly one NVLink domain of the flavor's size. Rows per flavor
     and host: candidates, distinct valid and invalid GPU sets, free
-    domains no candidate offers, and status: "ok", "not reshaped" (the
-    query names a group trait Placement does not have yet), "no-match"
-    (the query can match no GPU of the host, so nothing is proven: no
-    compute node of that name, no provider of its GPUs, or free GPUs none
-    of which has the alias' resource class and traits, as with a wrong
-    --resource-class or flavors of another GPU model), or "problem"
-    (the messages on standard error say which). Exits 1 on any invalid
-    set, missing domain, no-match or problem, naming the GPUs and domains.
+    domains no candidate offers, and status, that host's own: "ok",
+    "not reshaped" (the query names a group trait Placement does not have
+    yet), "other-class" (by the topology's vendor/device ids, the host
+    has no GPU of the alias' model, as a B200 host for H100 flavors: not
+    a place the flavor can land, and no failure), "no-match" (the query
+    can match no GPU of the host, so nothing is proven: no compute node of
+    that name, no provider of its GPUs, or free GPUs none of which has
+    the alias' resource class and traits, as with a wrong
+    --resource-class; every row says it when no verified host has a GPU
+    of the alias' model), or "problem" (the messages on standard error
+    say which). Exits 1 on any invalid set, missing domain, no-match or
+    problem, naming the GPUs and domains; other-class rows never fail.
+    In a fleet of several GPU models, each alias the flavors name stands
+    for a model as --alias says (the options given to flavor generate),
+    or as --alias-config's [pci] alias values say.
     """
 
     auth_required = False
@@ -335,6 +403,14 @@ class VerifyFlavors(commands.Lister):
                             help='Nova\'s [pci] alias values: nova.conf, or '
                                  'a JSON/YAML list (default: from the '
                                  'topology).')
+        add_alias_argument(
+            parser, required=False,
+            help='In a fleet of several GPU models, the --alias options '
+                 'given to flavor generate (NAME or NAME=VENDOR:PRODUCT, '
+                 'repeatable): they tell which model each alias the '
+                 'flavors name stands for. Default: each model\'s '
+                 'pci-<vendor>-<product> alias; a topology of one model '
+                 'needs none.')
         parser.add_argument('--resource-class', metavar='RC',
                             type=snapshot_cmd.resource_class_option,
                             help='The GPUs\' resource class when the '
@@ -407,18 +483,21 @@ class VerifyFlavors(commands.Lister):
             raise errors.NvlinkError('no flavors in %s: give --flavors FILE '
                                      'or --flavor NAME' % ', '.join(
                                          parsed_args.flavors))
-        aliases = request.aliases_for(flavors, hosts,
-                                      parsed_args.alias_config,
-                                      parsed_args.resource_class)
+        everywhere = list(topology.hosts.values())
+        one_model = len(aliases.classes(hosts)[0]) <= 1
+        aliases_ = aliases.for_flavors(
+            flavors, hosts if one_model and not parsed_args.alias
+            else everywhere, parsed_args.alias, parsed_args.alias_config,
+            parsed_args.resource_class)
         nova = release.choose(parsed_args.nova_release,
                               parsed_args.owner_filter)
-        queries = [request.build(f, aliases, parsed_args.limit, nova)
+        queries = [request.build(f, aliases_, parsed_args.limit, nova)
                    for f in flavors]
         with offline.placement(self.app, parsed_args) as client:
             if not parsed_args.snapshot:
                 client = verify.with_timeout(client, parsed_args.timeout)
                 nova = self._detect(parsed_args, client)
-                queries = [request.build(f, aliases, parsed_args.limit,
+                queries = [request.build(f, aliases_, parsed_args.limit,
                                          nova) for f in flavors]
             self.app.stderr.write('flavor verify: %s\n' % nova.describe())
             tables = offline.tables(client)
@@ -451,8 +530,8 @@ class VerifyFlavors(commands.Lister):
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
         return display.long_columns(parsed_args, 'query', verify.COLUMNS + (
-            'status',), [row + (_status(r, row),)
-                         for r in results for row in r.rows()])
+            'status',), [row + (status,) for r in results
+                         for row, status in zip(r.rows(), _statuses(r))])
 
     def _detect(self, parsed_args, client):
         """The query shape for the live cloud (see :func:`release.choose`).
@@ -479,17 +558,33 @@ class VerifyFlavors(commands.Lister):
         return dataclasses.replace(nova, source=nova.source + note)
 
 
-def _status(result, row):
-    """The status column of one ``flavor verify`` row."""
-    host = next((h for h in result.hosts if h.host == row[1]), None)
-    if result.no_match or (host is not None and host.no_match):
+OTHER_CLASS = 'other-class'
+
+
+def _statuses(result):
+    """The status column of ``result``'s rows, each that host's own.
+
+    Problems about other hosts do not count; those about no host in
+    particular (a query Placement refuses) count for every row.
+    """
+    about_hosts = {p for h in result.hosts for p in h.problems}
+    shared = [p for p in result.problems if p not in about_hosts]
+    return [_status(result, host, shared) for host in result.hosts]
+
+
+def _status(result, host, shared):
+    """The status of one host of a ``flavor verify`` result."""
+    if result.no_match or host.no_match:
         return 'no-match'
-    if any('the tree is not reshaped' in p for p in result.problems):
+    if host.other_class:
+        return OTHER_CLASS
+    own = shared + host.problems
+    if any('the tree is not reshaped' in p for p in own):
         return 'not reshaped'
     if any('member traits this flavor requires' in p or 'lack their '
-           in p for p in result.problems):
+           in p for p in own):
         return 'no member traits'
-    if result.problems or row[4] or row[5]:
+    if own or host.invalid or host.missing:
         return 'problem'
     return 'ok'
 

@@ -43,30 +43,33 @@ def pci_id(text):
 class NovaConfig(commands.OwnOutput, commands.Lister):
     """Print the Nova and Placement settings to pair with the NVLink tree.
 
-    [pci] device_spec and alias for the topology's GPUs (with the mosk
-    dialect one device_spec entry per GPU first, per host, carrying the
-    member traits the multi-GPU flavors require, and [filter_scheduler]
+    [pci] device_spec and alias for the topology's GPUs (with the mosk dialect
+    one device_spec entry per GPU first, per host, carrying the member traits
+    the multi-GPU flavors require, and [filter_scheduler]
     allow_pci_traits_in_flavor), report_in_placement, [filter_scheduler]
     pci_in_placement and PciPassthroughFilter; with --dialect upstream the
-    Placement wide-tree settings when a host has 8 or more GPUs of one
-    class and a flavor asks for more than 4; when the topology has more
-    than 1000 GPUs (more 1-GPU candidates than Nova asks for), Placement's
-    max_allocation_candidates and breadth-first generation, so that Nova's
-    1000 candidates come from every host; and,
-    with NUMA data from host inspection, per-size hw:numa_nodes /
-    hw:pci_numa_affinity_policy advice naming the domains that span NUMA
-    nodes. A host whose topology excludes a GPU (vGPU, MIG) gets no generic
-    device_spec entry, only its usable GPUs by address; a GPU Nova cannot
-    pass through (PCI domain above 0xffff) is refused unless excluded. The
-    table shortens host lists to 10 names; -f json|yaml|csv|value and --ini
-    name every host. --ini prints ready-to-paste config fragments;
-    --output-dir DIR --layout kolla|openstack-ansible|config-dir writes
-    the files of a deployment tool, each host's complete device_spec list
-    in the order Nova needs after that tool's merge. The settings are
-    upstream Nova 34's; the mosk-dialect flavors also need Nova's named
-    PCI alias groups (MOSK, or upstream Nova 34.0.0 with this project's
-    nova-patches/ series, whose [filter_scheduler]
-    allow_pci_traits_in_flavor lets flavors add traits to those groups).
+    Placement wide-tree settings when a host has 8 or more GPUs of one class
+    and a flavor asks for more than 4; when the topology has more than 1000
+    GPUs (more 1-GPU candidates than Nova asks for), Placement's
+    max_allocation_candidates and breadth-first generation, so that Nova's 1000
+    candidates come from every host; and, with NUMA data from host inspection,
+    per-size hw:numa_nodes / hw:pci_numa_affinity_policy advice naming the
+    domains that span NUMA nodes. A host whose topology excludes a GPU (vGPU,
+    MIG) gets no generic device_spec entry, only its usable GPUs by address. A
+    fleet of several GPU models (told apart by host inspection's vendor/device
+    ids) takes one --alias per model and gets an alias line and a generic
+    device_spec entry per model, each host's per-GPU entries with its own GPUs'
+    ids (a host with two models gets both) and NUMA advice per model. A GPU
+    Nova cannot pass through (PCI domain above 0xffff) is refused unless
+    excluded. The table shortens host lists to 10 names; -f json|yaml|csv|value
+    and --ini name every host. --ini prints ready-to-paste config fragments;
+    --output-dir DIR --layout kolla|openstack-ansible|config-dir writes the
+    files of a deployment tool, each host's complete device_spec list in the
+    order Nova needs after that tool's merge. The settings are upstream Nova
+    34's; the mosk-dialect flavors also need Nova's named PCI alias groups
+    (MOSK, or upstream Nova 34.0.0 with this project's nova-patches/ series,
+    whose [filter_scheduler] allow_pci_traits_in_flavor lets flavors add traits
+    to those groups).
     """
 
     auth_required = False
@@ -75,8 +78,7 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         flavor_cmd.add_topology_arguments(parser)
-        parser.add_argument('--alias', metavar='NAME', required=True,
-                            help='The [pci] alias name.')
+        flavor_cmd.add_alias_argument(parser)
         flavor_cmd.add_sizes_argument(parser)
         parser.add_argument('--vendor-id', metavar='HEX', type=pci_id,
                             help='PCI vendor id when the topology has none '
@@ -142,13 +144,17 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
         passthrough.check(hosts, topology.source)
         table = parsed_args.formatter == 'table' and not (
             parsed_args.ini or parsed_args.output_dir)
+        everywhere = list(topology.hosts.values())
+        flavor_cmd.warn_derived(novaconfig.alias_classes(
+            hosts, parsed_args.alias, parsed_args.vendor_id,
+            parsed_args.product_id, parsed_args.resource_class, everywhere))
         self.settings = novaconfig.settings(
             hosts, parsed_args.alias, sizes=parsed_args.sizes,
             vendor_id=parsed_args.vendor_id,
             product_id=parsed_args.product_id,
             resource_class=parsed_args.resource_class,
             dialect=parsed_args.dialect, trait_prefix=topology.trait_prefix,
-            shown=novaconfig.SHOWN if table else None)
+            shown=novaconfig.SHOWN if table else None, scope=everywhere)
         if parsed_args.output_dir:
             return self._write(parsed_args, [h.name for h in hosts])
         return display.long_columns(

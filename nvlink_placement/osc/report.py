@@ -67,10 +67,15 @@ class Capacity(commands.Lister):
     host): fits = fully free domains of that size (a mesh, where any N GPUs
     are linked, holds free // N), GPUs free / used / reserved, and
     broken_domains = domains of that size partly taken by smaller instances
-    (fragmentation), and state: "reshaped", or "not reshaped" for a host
+    (fragmentation), stranded_gpus = free GPUs no instance of that size
+    can use (free_gpus - size x fits), resource_class = the GPUs' model
+    in Placement, and state: "reshaped", or "not reshaped" for a host
     whose GPUs Placement sees flat (no NVLink group providers: only sizes
-    1 and whole-host can be counted there). Rows with host "total" sum the
-    cloud; their state counts the hosts not reshaped. Exit status 2 when
+    1 and whole-host can be counted there). In a fleet of several GPU
+    models each host and size has one row per resource class (a host with
+    two models gets rows for each, counting that model's GPUs and domains
+    only), and rows with host "total" sum the cloud per resource class and
+    size; their state counts the hosts not reshaped. Exit status 2 when
     any host is not reshaped. Costs two GETs per GPU.
     """
 

@@ -5,11 +5,13 @@ import logging
 import os
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import aliases as aliases_mod
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import servers as servers_mod
 from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.osc import commands
+from nvlink_placement.osc import flavor as flavor_cmd
 from nvlink_placement.osc import live
 from nvlink_placement.osc import offline
 from nvlink_placement.osc import progress
@@ -32,9 +34,30 @@ DEFAULT_SEEDS = 20
 MAX_SEEDS = 1000
 
 
-def _aliases(parsed_args, hosts, flavors):
-    return request.aliases_for(flavors, hosts, parsed_args.alias_config,
-                               parsed_args.resource_class)
+def _aliases(parsed_args, topology, hosts, flavors):
+    one_model = len(aliases_mod.classes(hosts)[0]) <= 1
+    return aliases_mod.for_flavors(
+        flavors, hosts if one_model and not parsed_args.alias
+        else list(topology.hosts.values()), parsed_args.alias,
+        parsed_args.alias_config, parsed_args.resource_class)
+
+
+def _of_model(hosts, alias, path):
+    """The hosts with GPUs of ``alias``' model, restricted to them.
+
+    A topology of one model (or without ids) is returned whole.
+    """
+    if len(aliases_mod.classes(hosts)[0]) <= 1:
+        return hosts
+    kept = [aliases_mod.restrict(h, alias.resource_class) for h in hosts]
+    kept = [h for h in kept if any(
+        request.gpu_class(h.gpus[a]) == alias.resource_class
+        for a in h.usable())]
+    if not kept:
+        raise errors.NvlinkError(
+            '%s: alias %s asks for resource class %s, which no selected '
+            'host has' % (path, alias.name, alias.resource_class))
+    return kept
 
 
 def _one_alias(aliases, flavors, path):
@@ -67,6 +90,13 @@ def _add_inputs(parser):
     parser.add_argument('--resource-class', metavar='RC',
                         help='The GPUs\' resource class when the topology '
                              'has none (e.g. CUSTOM_PCI_10DE_2330).')
+    flavor_cmd.add_alias_argument(
+        parser, required=False,
+        help='In a fleet of several GPU models, the --alias options given '
+             'to flavor generate (NAME or NAME=VENDOR:PRODUCT, '
+             'repeatable), telling which model the flavors\' alias is; '
+             'the simulation then runs on the hosts of that model, on '
+             'their GPUs of that model.')
 
 
 class Simulate(commands.Lister):
@@ -174,8 +204,9 @@ class Simulate(commands.Lister):
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         workload = workload_mod.load(parsed_args.workload)
         flavors = request.read_flavors(parsed_args.flavors)
-        aliases = _aliases(parsed_args, hosts, flavors)
+        aliases = _aliases(parsed_args, topology, hosts, flavors)
         alias = _one_alias(aliases, flavors, parsed_args.flavors)
+        hosts = _of_model(hosts, alias, parsed_args.flavors)
         nova = release.choose(None, release.AUTO)
         ours = engine.flavors_by_size(flavors, aliases, nova, workload,
                                       parsed_args.flavors)
@@ -356,7 +387,10 @@ class Defrag(commands.OwnOutput, commands.Lister):
         topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         flavors = request.read_flavors(parsed_args.flavors)
-        aliases = _aliases(parsed_args, hosts, flavors)
+        aliases = _aliases(parsed_args, topology, hosts, flavors)
+        if len(request.alias_names(flavors)) == 1:
+            hosts = _of_model(hosts, _one_alias(
+                aliases, flavors, parsed_args.flavors), parsed_args.flavors)
         nova = release.choose(None, release.AUTO)
         if parsed_args.upstream:
             alias = _one_alias(aliases, flavors, parsed_args.flavors)

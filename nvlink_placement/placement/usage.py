@@ -16,10 +16,12 @@ class GpuUse:
 
     :ivar total: units in inventory; :ivar reserved: units reserved;
     :ivar used: units allocated to consumers.
+    :ivar resource_classes: sorted tuple of the inventory's classes.
     """
     total: int
     reserved: int
     used: int
+    resource_classes: tuple = ()
 
     @property
     def status(self):
@@ -58,5 +60,6 @@ def read(client, state, root_uuids, workers=1):
     return {uuid: GpuUse(
         total=sum(i['total'] for i in inv.values()),
         reserved=sum(min(i['reserved'], i['total']) for i in inv.values()),
-        used=sum(usages.get(uuid, {}).values()))
+        used=sum(usages.get(uuid, {}).values()),
+        resource_classes=tuple(sorted(inv)))
         for uuid, inv in inventories.items()}

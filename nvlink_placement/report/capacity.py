@@ -24,7 +24,8 @@ from nvlink_placement.topology import model
 from nvlink_placement.topology import pci
 
 COLUMNS = ('host', 'size', 'fits', 'free_gpus', 'used_gpus',
-           'reserved_gpus', 'broken_domains')
+           'reserved_gpus', 'broken_domains', 'stranded_gpus',
+           'resource_class')
 
 
 @dataclasses.dataclass
@@ -38,12 +39,27 @@ class HostGpus:
     :ivar meshes: list of ``(sizes, frozenset of GPU keys)``: the meshes
         with the sizes they serve.
     :ivar members: dict GPU key -> dict size -> member index, where known.
+    :ivar classes: dict GPU key -> resource class, where known.
     """
     name: str
     status: dict
     domains: list
     meshes: list = dataclasses.field(default_factory=list)
     members: dict = dataclasses.field(default_factory=dict)
+    classes: dict = dataclasses.field(default_factory=dict)
+
+
+def _of_class(host, rc):
+    """``host`` with only its GPUs of class ``rc`` (and their domains)."""
+    keys = {g for g in host.status if host.classes.get(g, '') == rc}
+    if len(keys) == len(host.status):
+        return host
+    return dataclasses.replace(
+        host, status={g: s for g, s in host.status.items() if g in keys},
+        domains=[(n, m) for n, m in host.domains if m <= keys],
+        meshes=[(n, m) for n, m in host.meshes if m <= keys],
+        members={g: m for g, m in host.members.items() if g in keys},
+        classes={g: c for g, c in host.classes.items() if g in keys})
 
 
 def _count(host, size):
@@ -87,24 +103,34 @@ def _sizes(host):
 def rows(hosts):
     """Capacity rows (see :data:`COLUMNS`), per host then ``total``.
 
+    Per GPU model (resource class): a host with GPUs of two classes gets
+    rows for each, counting only that class' GPUs and domains, and the
+    ``total`` rows sum every host per class and size. ``stranded_gpus``
+    are the free GPUs no instance of the size can use (``free_gpus -
+    size * fits``). A GPU of unknown class is of class ``''``.
+
     :param hosts: list of :class:`HostGpus`.
-    :returns: list of tuples; the ``total`` rows sum every host per size.
+    :returns: list of tuples, hosts in the given order, each host's rows
+        by class then size; then the ``total`` rows by class, then size.
     """
     out = []
     totals = {}
-    for host in hosts:
-        states = list(host.status.values())
-        counts = (states.count(usage.FREE), states.count(usage.USED),
-                  states.count(usage.RESERVED))
-        for size in _sizes(host):
-            fits, broken = _count(host, size)
-            row = (host.name, size, fits) + counts + (broken,)
-            out.append(row)
-            total = totals.setdefault(size, [0] * 5)
-            for i, value in enumerate((fits,) + counts + (broken,)):
-                total[i] += value
-    for size in sorted(totals):
-        out.append(('total', size) + tuple(totals[size]))
+    for whole in hosts:
+        for rc in sorted({whole.classes.get(g, '') for g in whole.status}):
+            host = _of_class(whole, rc)
+            states = list(host.status.values())
+            counts = (states.count(usage.FREE), states.count(usage.USED),
+                      states.count(usage.RESERVED))
+            for size in _sizes(host):
+                fits, broken = _count(host, size)
+                values = (fits,) + counts + (broken,
+                                             counts[0] - size * fits)
+                out.append((host.name, size) + values + (rc,))
+                total = totals.setdefault((rc, size), [0] * len(values))
+                for i, value in enumerate(values):
+                    total[i] += value
+    for rc, size in sorted(totals):
+        out.append(('total', size) + tuple(totals[rc, size]) + (rc,))
     return out
 
 
@@ -159,7 +185,11 @@ def hosts_from_state(state, uses, roots, topology=None,
             for p in gpus.values():
                 for size, index in filter(None, map(parse, p.traits)):
                     classes.setdefault(p.name, {})[size] = index
-        hosts.append(HostGpus(cn.name, status, domains, meshes, classes))
+        kinds = {p.name: getattr(uses[u], 'resource_classes', ())
+                 for u, p in gpus.items()}
+        hosts.append(HostGpus(cn.name, status, domains, meshes, classes,
+                              {g: k[0] for g, k in kinds.items()
+                               if len(k) == 1}))
     return hosts
 
 

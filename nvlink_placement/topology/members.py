@@ -85,6 +85,10 @@ def _ordered(host, addresses):
 def indexes(host):
     """Each usable GPU's member index per size.
 
+    Per NVLink group, and for the whole host: every usable GPU of the
+    host, or, on a host with GPUs of several models, every usable GPU of
+    one model (:attr:`~nvlink_placement.topology.model.Gpu.model`).
+
     :param host: :class:`nvlink_placement.topology.model.Host`.
     :returns: dict address -> dict size -> index (sizes of 2 or more).
     """
@@ -102,10 +106,17 @@ def indexes(host):
             elif len(members) == size:
                 for i, address in enumerate(members):
                     give(address, size, i)
-    usable = _ordered(host, list(found))
-    if len(usable) >= 2:
-        for i, address in enumerate(usable):
-            give(address, len(usable), i)
+    # The whole host: its usable GPUs of one model (a host with GPUs of
+    # two models has a whole-host set of each; Gpu.model).
+    by_model = {}
+    for address in found:
+        by_model.setdefault(host.gpus[address].model or '', []).append(
+            address)
+    for addresses in by_model.values():
+        usable = _ordered(host, addresses)
+        if len(usable) >= 2:
+            for i, address in enumerate(usable):
+                give(address, len(usable), i)
     return found
 
 

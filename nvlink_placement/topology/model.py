@@ -54,6 +54,22 @@ class Gpu:
         """``ok``, ``degraded`` or ``unhealthy`` (``ok`` when unknown)."""
         return (self.details.get('health') or {}).get('status', 'ok')
 
+    @property
+    def model(self):
+        """The GPU's model as host inspection tells it, or None.
+
+        Its ``resource_class`` (upper case), else its ``(vendor_id,
+        device_id)`` in lower case: GPUs of one key are one Placement
+        resource class. None for a hand-written GPU without them.
+        """
+        details = self.details
+        if details.get('resource_class'):
+            return str(details['resource_class']).upper()
+        vendor, product = details.get('vendor_id'), details.get('device_id')
+        if vendor and product:
+            return (str(vendor).lower(), str(product).lower())
+        return None
+
 
 def mesh_sizes(size):
     """Instance sizes a mesh of ``size`` GPUs serves: ``(2, 4, ..., size)``.

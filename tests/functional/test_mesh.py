@@ -186,10 +186,11 @@ class TestMeshes(base.PlacementTestCase):
             current, uses, roots, topology))
         self.assertEqual(by_tree, by_topology)
         rows = {row[1]: row[2:] for row in by_tree if row[0] == H100X4}
-        # (fits, free, used, reserved, broken): 3 free GPUs hold one pair,
-        # one GPU is stranded for pairs; no quad left.
-        self.assertEqual({1: (3, 3, 1, 0, 0), 2: (1, 3, 1, 0, 1),
-                          4: (0, 3, 1, 0, 1)}, rows)
+        # (fits, free, used, reserved, broken, stranded, class): 3 free
+        # GPUs hold one pair, one GPU is stranded for pairs; no quad left.
+        rc = novalike.GPU_RC
+        self.assertEqual({1: (3, 3, 1, 0, 0, 0, rc), 2: (1, 3, 1, 0, 1, 1, rc),
+                          4: (0, 3, 1, 0, 1, 3, rc)}, rows)
         result = self.verify([self.hosts[H100X4]], 'h100', novalike.GPU_RC,
                              [2])[2].hosts[0]
         # Flavor verify sees the pairs of the 3 free GPUs that hold one

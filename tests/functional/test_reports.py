@@ -11,6 +11,10 @@ from tests.functional import base as fbase
 from tests.functional import cli
 
 
+# The example snapshot's GPUs (H100 SXM, PCI 10de:2330).
+RC = 'CUSTOM_PCI_10DE_2330'
+
+
 class TestReports(base.BaseTestCase):
 
     def setUp(self):
@@ -31,6 +35,7 @@ class TestReports(base.BaseTestCase):
         self.assertEqual({'host': 'compute-01', 'size': 2, 'fits': 3,
                           'free_gpus': 7, 'used_gpus': 1,
                           'reserved_gpus': 0, 'broken_domains': 1,
+                          'stranded_gpus': 1, 'resource_class': RC,
                           'state': 'reshaped'},
                          rows[('compute-01', 2)])
         self.assertEqual(1, rows[('compute-01', 4)]['fits'])
@@ -39,6 +44,7 @@ class TestReports(base.BaseTestCase):
         self.assertEqual({'host': 'total', 'size': 4, 'fits': 3,
                           'free_gpus': 15, 'used_gpus': 1,
                           'reserved_gpus': 0, 'broken_domains': 1,
+                          'stranded_gpus': 3, 'resource_class': RC,
                           'state': 'reshaped'},
                          rows[('total', 4)])
         by_topology = cli.run(self, 'nvlink', 'capacity', '--snapshot',
@@ -55,14 +61,14 @@ class TestReports(base.BaseTestCase):
                          '-f', 'value')
         # The rows and the exit status say the tree is not reshaped yet.
         self.assertEqual(2, result.code, result.stderr)
-        self.assertEqual(['compute-01 1 7 7 1 0 0 not reshaped',
-                          'compute-01 2 3 7 1 0 1 not reshaped',
-                          'compute-01 4 1 7 1 0 1 not reshaped',
-                          'compute-01 8 0 7 1 0 1 not reshaped',
-                          'total 1 7 7 1 0 0 1 host not reshaped',
-                          'total 2 3 7 1 0 1 1 host not reshaped',
-                          'total 4 1 7 1 0 1 1 host not reshaped',
-                          'total 8 0 7 1 0 1 1 host not reshaped'],
+        self.assertEqual(['compute-01 1 7 7 1 0 0 0 %s not reshaped' % RC,
+                          'compute-01 2 3 7 1 0 1 1 %s not reshaped' % RC,
+                          'compute-01 4 1 7 1 0 1 3 %s not reshaped' % RC,
+                          'compute-01 8 0 7 1 0 1 7 %s not reshaped' % RC,
+                          'total 1 7 7 1 0 0 0 %s 1 host not reshaped' % RC,
+                          'total 2 3 7 1 0 1 1 %s 1 host not reshaped' % RC,
+                          'total 4 1 7 1 0 1 3 %s 1 host not reshaped' % RC,
+                          'total 8 0 7 1 0 1 7 %s 1 host not reshaped' % RC],
                          result.stdout.splitlines())
 
     def test_tree_text_and_dot(self):

@@ -25,6 +25,7 @@ class TestExamples(base.BaseTestCase):
         expected = {'hgx-h100.yaml': (2, 12), 'hgx-h100-numa.yaml': (2, 12),
                     'hgx-h100-50-numa.yaml': (50, 300),
                     'hgx-b200.yaml': (1, 6),
+                    'hgx-h100-b200.yaml': (4, 24),
                     'hgx-a100.yaml': (1, 6), 'pcie-bridge-pairs.yaml': (1, 2),
                     'direct-nvlink.yaml': (3, 4)}
         found = {}

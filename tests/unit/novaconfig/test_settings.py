@@ -147,17 +147,64 @@ class TestSettings(base.BaseTestCase):
                                        resource_class='CUSTOM_X')
         self.assertIn('"resource_class": "CUSTOM_X"', settings[0].value)
 
-    def test_several_devices_need_host_selection(self):
+    def test_two_models_one_alias_each(self):
         hosts = helpers.hosts(
             a=helpers.h100_host(details=inspected()),
             b=helpers.h100_host(details={m: {'vendor_id': '10de',
                                              'device_id': '2901'}
                                          for m in range(1, 9)}))
+        found = rows(novaconfig.settings(hosts, ['h100', 'b200']))
+        generic = [r[3] for r in found if r[2] == 'device_spec' and
+                   'address' not in r[3]]
+        self.assertEqual(['{"vendor_id": "10de", "product_id": "2330"}',
+                          '{"vendor_id": "10de", "product_id": "2901"}'],
+                         generic)
+        self.assertEqual([
+            ('nova-api, nova-compute', 'pci', 'alias',
+             '{"name": "h100", "vendor_id": "10de", "product_id": "2330"}'),
+            ('nova-api, nova-compute', 'pci', 'alias',
+             '{"name": "b200", "vendor_id": "10de", "product_id": "2901"}'),
+        ], [r for r in found if r[2] == 'alias'])
+        # Each host's per-GPU entries name its own model.
+        specs = novaconfig.host_device_specs(
+            novaconfig.settings(hosts, ['h100', 'b200']), ['a', 'b'])
+        self.assertEqual({'2330'}, {json.loads(e)['product_id']
+                                    for e in specs['b'][:0] + specs['a'][:8]})
+        self.assertEqual({'2901'}, {json.loads(e)['product_id']
+                                    for e in specs['b'][:8]})
+        self.assertEqual(10, len(specs['b']))
+        # NAME=VENDOR:PRODUCT names a model whatever the order; a model
+        # left unnamed gets its derived name.
+        named = rows(novaconfig.settings(hosts, ['b200=10de:2901']))
+        self.assertEqual(
+            ['{"name": "pci-10de-2330", "vendor_id": "10de", '
+             '"product_id": "2330"}',
+             '{"name": "b200", "vendor_id": "10de", "product_id": "2901"}'],
+            [r[3] for r in named if r[2] == 'alias'])
+        self.assertIn('flavors of 2 GPU(s) of alias pci-10de-2330',
+                      [r[0] for r in named])
         exc = self.assertRaises(errors.NvlinkError, novaconfig.settings,
-                                hosts, 'gpu')
-        self.assertEqual('the GPUs have several vendor/product ids '
-                         '(10de:2330, 10de:2901): pick the hosts of one kind '
-                         'with --host', str(exc))
+                                hosts, ['h100'], vendor_id='10de',
+                                product_id='2330')
+        self.assertIn('the topology has 2 GPU models (10de:2330, '
+                      '10de:2901): --vendor-id', str(exc))
+        exc = self.assertRaises(errors.NvlinkError, novaconfig.settings,
+                                hosts, ['x=10de:20b0'])
+        self.assertEqual('--alias x=10de:20b0: no GPU of the topology has '
+                         'these ids (it has 10de:2330, 10de:2901)', str(exc))
+        exc = self.assertRaises(errors.NvlinkError, novaconfig.settings,
+                                hosts, ['a', 'b', 'c'])
+        self.assertIn('3 --alias NAME given for 2 GPU model(s)', str(exc))
+
+    def test_a_host_with_two_models(self):
+        details = inspected()
+        for module in (5, 6, 7, 8):
+            details[module] = dict(details[module], device_id='2901')
+        hosts = helpers.hosts(a=helpers.h100_host(details=details))
+        specs = novaconfig.host_device_specs(
+            novaconfig.settings(hosts, ['h100', 'b200']), ['a'])['a']
+        self.assertEqual(['2330'] * 4 + ['2901'] * 4 + ['2330', '2901'],
+                         [json.loads(e)['product_id'] for e in specs])
 
 
 class TestNumaAdvice(base.BaseTestCase):
