@@ -225,6 +225,34 @@ def in_process_argv(command):
     return argv[1:]
 
 
+class Hung(BaseException):
+    """An in-process command ran out of time.
+
+    Not an Exception: no ``except Exception`` on the way catches it.
+    """
+
+
+def run_in_process(test, argv, timeout):
+    """``openstack <argv>`` in process: ``(status or None, output)``.
+
+    None when it still runs after ``timeout`` seconds (SIGALRM
+    interrupts it).
+    """
+    def alarm(signum, frame):
+        raise Hung()
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        result = cli.run(test, *argv)
+    except Hung:
+        return None, ''
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return result.code, result.stdout + result.stderr
+
+
 def _isolation_works():
     try:
         return subprocess.run(
@@ -344,9 +372,7 @@ class TestDocumentedCommands(base.BaseTestCase):
             exported = exported or command.lstrip().startswith('export ')
             argv = None if exported else in_process_argv(command)
             if argv is not None:
-                with fixtures.Timeout(TIMEOUT, gentle=True):
-                    result = cli.run(self, *argv)
-                status, output = result.code, result.stdout + result.stderr
+                status, output = run_in_process(self, argv, TIMEOUT)
             else:
                 status, output = shell.run(command, TIMEOUT)
             ran.append(command)
@@ -435,3 +461,12 @@ class TestTables(base.BaseTestCase):
         self.assertEqual(
             ['nvlink', 'snapshot', '-o', 'prod.json'],
             in_process_argv('openstack nvlink snapshot -o prod.json  # x'))
+
+    def test_a_hang_is_reported_and_ended(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        shell = Shell(root, root, dict(os.environ), isolated=False)
+        self.addCleanup(shell.close)
+        self.assertEqual((0, 'a\n'), shell.run('echo a', 30))
+        self.assertEqual((None, 'b\n'), shell.run('echo b; sleep 600', 1))
+        shell.close()
+        self.assertIsNotNone(shell.process.returncode)
