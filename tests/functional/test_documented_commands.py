@@ -55,6 +55,9 @@ from tests.functional import cli
 README = os.path.join(fbase.ROOT, 'README.rst')
 GUIDE = os.path.join(fbase.ROOT, 'doc', 'source', 'operator-guide.rst')
 
+LAPTOP = 'Trying live mode on a laptop'
+"""The guide's section that needs a private network and /tmp."""
+
 TIMEOUT = 180
 """Seconds one documented command may take before it counts as hung."""
 
@@ -209,6 +212,12 @@ def documented(path):
     return commands, others
 
 
+def laptop_section():
+    """The line where the guide's "Trying live mode on a laptop" starts."""
+    with open(GUIDE) as f:
+        return f.read().splitlines().index(LAPTOP) + 1
+
+
 def in_process_argv(command):
     """The ``nvlink`` argument list when bash would run just that, or None.
 
@@ -342,8 +351,12 @@ class TestDocumentedCommands(base.BaseTestCase):
         os.mkdir(os.path.join(root, 'control'))
         return work
 
-    def run_file(self, path, work, isolated=False):
-        """Run ``path``'s commands in ``work``; return what was not run."""
+    def run_file(self, path, work, isolated=False, lines=None):
+        """Run ``path``'s commands in ``work``; return those run.
+
+        :param lines: ``(first, end)``: only the blocks starting on those
+            lines (``end`` excluded, None for the end of the file).
+        """
         env = {k: v for k, v in os.environ.items()
                if not k.startswith('OS_')}
         env['PATH'] = os.pathsep.join(
@@ -356,6 +369,9 @@ class TestDocumentedCommands(base.BaseTestCase):
         exported = False
         ran = []
         for line, command in documented(path)[0]:
+            if lines and not (lines[0] <= line and (
+                    lines[1] is None or line < lines[1])):
+                continue
             where = '%s:%d: %s' % (os.path.relpath(path, fbase.ROOT), line,
                                    command)
             entry = CLASSIFIED.get(normalized(command))
@@ -399,12 +415,7 @@ class TestDocumentedCommands(base.BaseTestCase):
                       '--snapshot prod.json --dry-run', ran)
 
     def test_operator_guide(self):
-        isolated = _isolation_works()
-        if not isolated:
-            self.skipTest('unshare cannot make user, network and mount '
-                          'namespaces here: the laptop section would bind '
-                          "127.0.0.1:8778 and write /tmp/placement on the "
-                          "machine's own")
+        """Every section but the laptop one, in order."""
         work = self.scratch()
         # The fragments nvlink-host-inspect would print on the example's
         # two hosts, for step 1's merge into topology.yaml.
@@ -423,14 +434,26 @@ class TestDocumentedCommands(base.BaseTestCase):
             rp['traits'] = [t for t in rp['traits'] if '_MEMBER' not in t]
         with open(os.path.join(work, 'prod.json'), 'w') as f:
             json.dump(prod, f)
-        ran = self.run_file(GUIDE, work, isolated=isolated)
-        self.assertIn('openstack nvlink snapshot load '
-                      'etc/examples/hgx-h100-snapshot.json', ran)
+        ran = self.run_file(GUIDE, work, lines=(1, laptop_section()))
+        self.assertIn('openstack nvlink snapshot --snapshot prod.json '
+                      '--as-configured topology.yaml -o planned.json', ran)
         with open(os.path.join(work, 'topology.yaml')) as f:
             merged = yaml.safe_load(f)
         self.assertEqual(['compute-01', 'compute-02'],
                          sorted(merged['hosts']))
         self.assertTrue(os.path.isdir(os.path.join(work, 'nova-config')))
+
+    def test_operator_guide_laptop_section(self):
+        """The section "Trying live mode on a laptop" to the end, in order."""
+        if not _isolation_works():
+            self.skipTest('unshare cannot make user, network and mount '
+                          'namespaces here: the section would bind '
+                          "127.0.0.1:8778 and write /tmp/placement on the "
+                          "machine's own")
+        ran = self.run_file(GUIDE, self.scratch(), isolated=True,
+                            lines=(laptop_section(), None))
+        self.assertIn('openstack nvlink snapshot load '
+                      'etc/examples/hgx-h100-snapshot.json', ran)
 
 
 class TestTables(base.BaseTestCase):
