@@ -267,8 +267,8 @@ def _in_fragment(where, target, origins):
     """
     for name, fragment in origins.items():
         host = '%s: %s' % (target, documents.keypath(['hosts', name]))
-        if where == host or (where.startswith(host)
-                             and where[len(host)] in '.['):
+        if where.startswith(host) and where[len(host):][:1] in (
+                '', '.', '['):
             return fragment + where[len(target):]
     return where
 

@@ -555,11 +555,10 @@ class TestWording(base.BaseTestCase):
         result = cli.run(self, 'nvlink', 'topology', 'merge', good, bad,
                          '-o', out)
         self.assertEqual(1, result.code, result.stderr)
+        gone = os.path.join(self.tmp, 'maps', 'gone.json')
         self.assertEqual(
             '%s: hosts["gpu-02.example.org"].gpus_file: %s: No such file '
-            'or directory\n' % (bad, os.path.join(self.tmp, 'maps',
-                                                   'gone.json')),
-            result.stderr)
+            'or directory\n' % (bad, gone), result.stderr)
         self.assertFalse(os.path.exists(out))
 
     def test_prometheus_textfile_not_ending_in_prom_warns(self):

@@ -208,7 +208,12 @@ def documented(path):
         if first in NOT_COMMANDS:
             others.append(first)
             continue
-        commands.extend((line, command) for command in split_commands(text))
+        lines, at = text.splitlines(), 0
+        for command in split_commands(text):
+            first_line = command.splitlines()[0]
+            while first_line not in lines[at]:
+                at += 1
+            commands.append((line + at, command))
     return commands, others
 
 
