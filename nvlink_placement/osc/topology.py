@@ -227,8 +227,13 @@ class MergeTopology(commands.Command):
                                gpus_file_dirs(self.app),
                                shown='on standard output' if to_stdout
                                else None, origins=origins)
-        topology = loader.parse(document, target,
-                                gpus_file_dirs(self.app))
+        try:
+            topology = loader.parse(document, target,
+                                    gpus_file_dirs(self.app))
+        except errors.TopologyError as exc:
+            raise errors.TopologyError(
+                [(_in_fragment(where, target, origins), message)
+                 for where, message in exc.problems])
         if topology.warnings and parsed_args.strict:
             raise errors.TopologyError([
                 ('%s: %s' % (origins[name], documents.keypath(
@@ -251,6 +256,21 @@ class MergeTopology(commands.Command):
             raise errors.NvlinkError('%s: %s' % (output,
                                                  exc.strerror or exc))
         self.app.stderr.write(summary)
+
+
+def _in_fragment(where, target, origins):
+    """``where`` in the merged file ``target`` as in its host's fragment.
+
+    A host's problem (``TARGET: hosts.NAME...``) is the fragment's that
+    brought it (``origins``: host name -> fragment path); anything else
+    stays as it is.
+    """
+    for name, fragment in origins.items():
+        host = '%s: %s' % (target, documents.keypath(['hosts', name]))
+        if where.startswith(host) and where[len(host):][:1] in (
+                '', '.', '['):
+            return fragment + where[len(target):]
+    return where
 
 
 def select_hosts(topology, names):

@@ -543,6 +543,24 @@ class TestWording(base.BaseTestCase):
             % (fbase.H100_SNAPSHOT, empty), result.stderr)
         self.assertFalse(os.path.exists(out))
 
+    def test_merge_names_the_fragment_of_a_missing_map(self):
+        good = self.write('a.yaml', 'version: 1\nhosts:\n  c1:\n'
+                                    '    board: hgx-h100-8gpu\n'
+                                    '    gpus: {"0000:01:00.0": 1}\n')
+        bad = self.write('b.yaml', 'version: 1\nhosts:\n'
+                                   '  gpu-02.example.org:\n'
+                                   '    board: hgx-h100-8gpu\n'
+                                   '    gpus_file: maps/gone.json\n')
+        out = os.path.join(self.tmp, 'out.yaml')
+        result = cli.run(self, 'nvlink', 'topology', 'merge', good, bad,
+                         '-o', out)
+        self.assertEqual(1, result.code, result.stderr)
+        gone = os.path.join(self.tmp, 'maps', 'gone.json')
+        self.assertEqual(
+            '%s: hosts["gpu-02.example.org"].gpus_file: %s: No such file '
+            'or directory\n' % (bad, gone), result.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_prometheus_textfile_not_ending_in_prom_warns(self):
         path = os.path.join(self.tmp, 'nvlink.txt')
         result = cli.run(self, 'nvlink', 'check', '--topology',
