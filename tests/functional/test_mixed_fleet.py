@@ -1,10 +1,11 @@
 """A fleet of two GPU models, through the command line.
 
 The operator guide's "A fleet of several GPU models" commands run as
-printed, in a directory holding ``etc/examples/hgx-h100-b200.yaml`` as
-``topology.yaml`` (two HGX H100 and two HGX B200 hosts) and ``prod.json``:
-the flat trees Nova reports for them before the rollout (no member
-traits). Then each ``--alias`` form, ``flavor verify``'s per-host
+printed (its ``cp`` done by :meth:`TestMixedFleet.setUp`), in a directory
+holding ``etc/examples/hgx-h100-b200.yaml`` as ``fleet.yaml`` (two HGX
+H100 and two HGX B200 hosts); the other tests also use ``prod.json``: the
+flat trees Nova reports for them before the rollout (no member traits).
+Then each ``--alias`` form, ``flavor verify``'s per-host
 statuses and a host with GPUs of two models.
 """
 
@@ -56,7 +57,7 @@ class TestMixedFleet(base.BaseTestCase):
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        shutil.copy(MIXED, self.path('topology.yaml'))
+        shutil.copy(MIXED, self.path('fleet.yaml'))
         flat = self.path('flat.json')
         self.ok('snapshot', '--from-topology', MIXED, '-o', flat)
         with open(flat) as f:
@@ -81,8 +82,8 @@ class TestMixedFleet(base.BaseTestCase):
         os.chdir(self.tmp)
         commands = guide_commands()
         self.assertEqual(
-            ['snapshot', 'reshape', 'flavor', 'flavor', 'check', 'capacity',
-             'nova-config'], [argv[1] for argv, _ in commands])
+            ['snapshot', 'snapshot', 'reshape', 'flavor', 'flavor', 'check',
+             'capacity', 'nova-config'], [argv[1] for argv, _ in commands])
         results = {}
         for argv, out in commands:
             if argv[1] in ('flavor', 'capacity') and not out:
@@ -113,7 +114,7 @@ class TestMixedFleet(base.BaseTestCase):
                     expected[flavor, host] = (0, 0, 0, 0, 'other-class')
         self.assertEqual(expected, got)
         # Each model's flavors name its own alias.
-        with open(self.path('flavors.json')) as f:
+        with open(self.path('fleet-flavors.json')) as f:
             flavors = {f['name']: f['extra_specs'] for f in json.load(f)}
         self.assertEqual('b200:2:_b200', flavors['gpu.b200.2x'][
             'pci_passthrough:alias'])
