@@ -5,8 +5,10 @@
 bug that serves only the first of them passes on topologies without such
 a pair). The expected entries are written out by hand here from the
 board's NVLink domains (:data:`tests.novalike.BOARD_MEMBERS`), not
-computed by the code under test. New features' tests should meet these
-hosts too.
+computed by the code under test. ``mixed-01`` holds two GPU classes
+(PCIe H100 and A100 cards, bridge pairs of each): what is counted for
+one class must not count the other. New features' tests should meet
+these hosts too.
 """
 
 import json
@@ -41,3 +43,18 @@ def ini_entries(text):
     return [json.loads(line.split(' = ', 1)[1])
             for line in text.splitlines()
             if line.startswith('device_spec = ')]
+
+
+MIXED = 'mixed-01'
+H100_PCIE_RC, A100_RC = 'CUSTOM_PCI_10DE_2331', 'CUSTOM_PCI_10DE_20B5'
+#: mixed-01's GPUs by class, and its bridge pairs.
+MIXED_GPUS = {
+    H100_PCIE_RC: ('0000:17:00.0', '0000:31:00.0', '0000:4b:00.0',
+                   '0000:65:00.0'),
+    A100_RC: ('0000:98:00.0', '0000:b1:00.0', '0000:ca:00.0',
+              '0000:e3:00.0'),
+}
+MIXED_PAIRS = (('0000:17:00.0', '0000:31:00.0'),
+               ('0000:4b:00.0', '0000:65:00.0'),
+               ('0000:98:00.0', '0000:b1:00.0'),
+               ('0000:ca:00.0', '0000:e3:00.0'))

@@ -49,7 +49,8 @@ class TestIdenticallyWiredHosts(base.BaseTestCase):
 
     def nova_config(self, *args):
         result = cli.run(self, 'nvlink', 'nova-config', '--topology',
-                         fx.TOPOLOGY, '--alias', 'h100', *args)
+                         fx.TOPOLOGY, '--alias', 'h100', '--host', 'twin-01',
+                         '--host', 'twin-02', *args)
         self.assertEqual(0, result.code, result.stderr)
         return result.stdout
 
