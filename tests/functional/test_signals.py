@@ -174,7 +174,6 @@ class TestReshapeInterrupted(SignalTestCase):
         self.assertEqual(0, rerun.code, rerun.stderr)
         self.assertConverged(hosts, wanted)
 
-
     def test_the_first_of_two_signals_decides(self):
         # SIGINT, then SIGTERM while the run still waits for the held
         # write: the stop is SIGINT's (exit 130, its name), the second

@@ -241,7 +241,6 @@ class TestSplitAllocations(base.PlacementTestCase):
             listed + [servers.Server(SINGLE, HOST, 1, H100),
                       servers.Server(GOOD_PAIR, HOST, 1, H100)]))
 
-
     def test_more_vf_servers_than_busy_gpus(self):
         # Three one-device servers of alias vf (no GPU) and a MIGRATION
         # consumer holding 2 GPUs: more one-device servers than GPUs in
