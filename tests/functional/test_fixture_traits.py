@@ -8,8 +8,10 @@ first matching entry) and must give every GPU the same traits, so a
 trees.
 """
 
+import json
 import os
 
+import fixtures
 from oslotest import base
 
 from nvlink_placement.topology import loader
@@ -26,14 +28,25 @@ HOSTS = (
     ('direct-nvlink.yaml', 'compute-h100x4-01', 'hgx-h100-4gpu', '10de',
      '2330'),
     ('direct-nvlink.yaml', 'dgx1-01', 'dgx-1-v100', '10de', '1db5'),
+    (None, 'a100x16-01', 'hgx-a100-16gpu', '10de', '20b2'),
 )
+#: A 16-GPU board (no example has one): module i at bus 0x08 * i.
+A100X16 = {'version': 1, 'hosts': {'a100x16-01': {
+    'board': 'hgx-a100-16gpu',
+    'gpus': {'0000:%02x:00.0' % (0x08 * i): i for i in range(1, 17)}}}}
 
 
 class TestBoardMembers(base.BaseTestCase):
 
     def test_printed_config_gives_the_hand_written_traits(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
         for name, host, board, vendor, product in HOSTS:
-            path = os.path.join(fbase.EXAMPLES, name)
+            if name is None:
+                path = os.path.join(tmp, 'a100x16.yaml')
+                with open(path, 'w') as f:
+                    json.dump(A100X16, f)
+            else:
+                path = os.path.join(fbase.EXAMPLES, name)
             gpus = loader.load(path).hosts[host].gpus
             modules = {a: g.module_id for a, g in gpus.items()}
             result = cli.run(self, 'nvlink', 'nova-config', '--topology',
