@@ -80,3 +80,29 @@ class TestIdenticallyWiredHosts(base.BaseTestCase):
                 with open(os.path.join(out, pattern % host)) as f:
                     self.assertEqual(self.expected[host], read(f.read()),
                                      (layout, host))
+
+
+class TestTwoGpuHostWithoutGroups(base.BaseTestCase):
+
+    def test_the_whole_host_is_a_size_of_two(self):
+        # Two GPUs, no board and no groups: the whole host (2 GPUs) is
+        # still a size, member 0 and 1 by PCI address.
+        tmp = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(tmp, 'two.yaml')
+        with open(path, 'w') as f:
+            json.dump({'version': 1, 'hosts': {'two-01': {'gpus': {
+                '0000:b1:00.0': {'vendor_id': '10de', 'device_id': '2330'},
+                '0000:41:00.0': {'vendor_id': '10de',
+                                 'device_id': '2330'}}}}}, f)
+        result = cli.run(self, 'nvlink', 'nova-config', '--topology', path,
+                         '--alias', 'h100', '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertEqual({'two-01': [
+            {'vendor_id': '10de', 'product_id': '2330',
+             'address': '0000:41:00.0',
+             'traits': 'CUSTOM_PCI_GROUP2_MEMBER0'},
+            {'vendor_id': '10de', 'product_id': '2330',
+             'address': '0000:b1:00.0',
+             'traits': 'CUSTOM_PCI_GROUP2_MEMBER1'},
+            {'vendor_id': '10de', 'product_id': '2330'}]},
+            layouts_test.host_lists(json.loads(result.stdout), ['two-01']))
