@@ -3,7 +3,8 @@
 :func:`generate` makes, for ``n`` hosts and a seed, what a CI job of the
 operator guide starts from: a topology and the snapshot of a cloud that
 Nova runs, with its member traits configured (``[pci] device_spec`` from
-``nova-config``, so every GPU provider carries them), most hosts flat,
+``nova-config``, so every GPU provider carries them: the hand-written
+:data:`tests.novalike.BOARD_MEMBERS`), most hosts flat,
 some reshaped already, some left half-way by an interrupted reshape, a
 few with each kind of drift, and about a third of the GPUs in use.
 
@@ -106,7 +107,9 @@ def _flat_document(topology, names):
         host = topology.hosts[name]
         providers.extend(nova_tree.host_providers(
             name, {a: RC for a in host.usable()},
-            traits=members.traits(host, topology.trait_prefix)))
+            traits=novalike.member_traits(
+                {a: g.module_id for a, g in host.gpus.items()},
+                host.board)))
     return snapshot.document(providers, {})
 
 

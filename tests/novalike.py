@@ -11,18 +11,18 @@ named after the hypervisor hostname with VCPU, MEMORY_MB and DISK_GB and
 the traits of a Nova 34 node (OWNER_NOVA included); one child RP per PCI
 device named ``<hypervisor_hostname>_<ADDRESS upper>`` with ``{RC: total
 1, max_unit 1}`` and traits COMPUTE_MANAGED_PCI_DEVICE and OWNER_NOVA, plus
-the member traits Nova gives each GPU from the ``[pci] device_spec``
-entries ``nova-config`` prints for a board map, read back by
-:mod:`tests.novaspec` (:func:`member_traits`).
+the member traits Nova gives each GPU once its ``[pci] device_spec`` is
+set as ``nova-config`` prints it (:func:`member_traits`): written out by
+hand per board and module id in :data:`BOARD_MEMBERS`, not computed by the
+code under test, so a test on these trees fails when ``nova-config``
+assigns other traits (``tests/functional/test_fixture_traits.py`` checks
+the printed config against the same table).
 """
 
-from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
-from nvlink_placement.topology import loader
 from nvlink_placement.topology import pci
-from tests import novaspec
 
 GPU_RC = 'CUSTOM_PCI_10DE_2330'
 NODE_TRAITS = sorted(nova_tree.NODE_TRAITS)
@@ -42,25 +42,88 @@ pci_uuid = nova_tree.pci_uuid
 H100 = 'hgx-h100-8gpu'
 
 
+def _members(*pairs):
+    return tuple(sorted('CUSTOM_PCI_GROUP%d_MEMBER%d' % p for p in pairs))
+
+
+#: board -> module id -> the member traits of that GPU on a whole board,
+#: written out by hand. Member ``i`` of a domain is its ``i``-th GPU by
+#: module id; the whole board is one more size. NVSwitch boards take their
+#: domains from Fabric Manager's partitions (shared/reference/): HGX H100
+#: pairs (1,3) (2,4) (5,7) (6,8), B200 pairs (1,2) (3,4) (5,6) (7,8), quads
+#: 1-4 and 5-8. Direct-NVLink meshes (HGX H100 4-GPU, DGX-1 V100 quads
+#: 1-4 and 5-8): a pair takes one GPU of each member class, and a quad
+#: mesh's classes for size 2 are modules {1, 3} (member 0) and {2, 4}
+#: (member 1), as in the direct-nvlink example's reshaped tree.
+BOARD_MEMBERS = {
+    H100: {1: _members((2, 0), (4, 0), (8, 0)),
+           2: _members((2, 0), (4, 1), (8, 1)),
+           3: _members((2, 1), (4, 2), (8, 2)),
+           4: _members((2, 1), (4, 3), (8, 3)),
+           5: _members((2, 0), (4, 0), (8, 4)),
+           6: _members((2, 0), (4, 1), (8, 5)),
+           7: _members((2, 1), (4, 2), (8, 6)),
+           8: _members((2, 1), (4, 3), (8, 7))},
+    'hgx-b200-8gpu': {1: _members((2, 0), (4, 0), (8, 0)),
+                      2: _members((2, 1), (4, 1), (8, 1)),
+                      3: _members((2, 0), (4, 2), (8, 2)),
+                      4: _members((2, 1), (4, 3), (8, 3)),
+                      5: _members((2, 0), (4, 0), (8, 4)),
+                      6: _members((2, 1), (4, 1), (8, 5)),
+                      7: _members((2, 0), (4, 2), (8, 6)),
+                      8: _members((2, 1), (4, 3), (8, 7))},
+    'hgx-h100-4gpu': {1: _members((2, 0), (4, 0)),
+                      2: _members((2, 1), (4, 1)),
+                      3: _members((2, 0), (4, 2)),
+                      4: _members((2, 1), (4, 3))},
+    # HGX A100 16-GPU: pairs (1,2) (3,4) ..., quads 1-4 ... 13-16,
+    # eights 1-8 and 9-16, and the whole board.
+    'hgx-a100-16gpu': {
+        1: _members((2, 0), (4, 0), (8, 0), (16, 0)),
+        2: _members((2, 1), (4, 1), (8, 1), (16, 1)),
+        3: _members((2, 0), (4, 2), (8, 2), (16, 2)),
+        4: _members((2, 1), (4, 3), (8, 3), (16, 3)),
+        5: _members((2, 0), (4, 0), (8, 4), (16, 4)),
+        6: _members((2, 1), (4, 1), (8, 5), (16, 5)),
+        7: _members((2, 0), (4, 2), (8, 6), (16, 6)),
+        8: _members((2, 1), (4, 3), (8, 7), (16, 7)),
+        9: _members((2, 0), (4, 0), (8, 0), (16, 8)),
+        10: _members((2, 1), (4, 1), (8, 1), (16, 9)),
+        11: _members((2, 0), (4, 2), (8, 2), (16, 10)),
+        12: _members((2, 1), (4, 3), (8, 3), (16, 11)),
+        13: _members((2, 0), (4, 0), (8, 4), (16, 12)),
+        14: _members((2, 1), (4, 1), (8, 5), (16, 13)),
+        15: _members((2, 0), (4, 2), (8, 6), (16, 14)),
+        16: _members((2, 1), (4, 3), (8, 7), (16, 15))},
+    'dgx-1-v100': {1: _members((2, 0), (4, 0), (8, 0)),
+                   2: _members((2, 1), (4, 1), (8, 1)),
+                   3: _members((2, 0), (4, 2), (8, 2)),
+                   4: _members((2, 1), (4, 3), (8, 3)),
+                   5: _members((2, 0), (4, 0), (8, 4)),
+                   6: _members((2, 1), (4, 1), (8, 5)),
+                   7: _members((2, 0), (4, 2), (8, 6)),
+                   8: _members((2, 1), (4, 3), (8, 7))},
+}
+
+
 def member_traits(addresses, board=H100):
-    """The member traits Nova gives each GPU with nova-config's device_spec.
+    """The member traits Nova gives each GPU of a whole board.
 
-    The ``--ini`` text ``nova-config`` prints for the host, read as Nova
-    reads it by :mod:`tests.novaspec` (first matching entry), not the
-    code that computes the traits.
+    From :data:`BOARD_MEMBERS` (hand-written), not from the code under
+    test.
 
-    :param addresses: a board map (PCI address -> module id) of ``board``,
-        in any order; a list (no module ids) or ``board`` None gives none.
+    :param addresses: a board map (PCI address -> module id) of ``board``
+        holding every module of the board, in any order; a list (no
+        module ids) or ``board`` None gives none.
     :returns: dict address -> tuple of traits.
+    :raises AssertionError: for a board without a table or a map that is
+        not the whole board (write its traits out first).
     """
     if board is None or not isinstance(addresses, dict) or not addresses:
         return {}
-    topology = loader.parse({'version': 1, 'hosts': {'h': {
-        'board': board, 'gpus': dict(addresses)}}}, '<novalike>')
-    text = novaconfig.to_ini(novaconfig.settings(
-        list(topology.hosts.values()), 'gpu', vendor_id='10de',
-        product_id='2330', trait_prefix=topology.trait_prefix))
-    return novaspec.member_traits(novaspec.ini_values(text), addresses)
+    table = BOARD_MEMBERS[board]
+    assert sorted(addresses.values()) == sorted(table), (board, addresses)
+    return {address: table[module] for address, module in addresses.items()}
 
 
 def _put_inventory(client, rp_uuid, generation, inventories):

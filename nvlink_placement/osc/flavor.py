@@ -15,6 +15,7 @@ from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
+from nvlink_placement.flavors import servers
 from nvlink_placement.flavors import verify
 from nvlink_placement import forkmap
 from nvlink_placement import interrupt
@@ -302,6 +303,12 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
         if stop.is_set():
             raise errors.Interrupted()
         connection = live.authenticate(self.app).sdk_connection
+        if not servers.has_compute_endpoint(connection.config):
+            raise errors.NvlinkError(
+                '--apply writes the flavors through the compute API, and '
+                'this cloud names none: auth type %s has no service catalog '
+                'and no compute_endpoint_override is set; nothing was '
+                'written' % connection.config.config.get('auth_type'))
         return compute.apply(connection, flavors,
                              dry_run=parsed_args.dry_run, stop=stop,
                              progress=made)

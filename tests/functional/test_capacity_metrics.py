@@ -15,7 +15,9 @@ import fixtures
 from oslotest import base
 from prometheus_client import parser as prom_parser
 
+from nvlink_placement.placement import nova_tree
 from nvlink_placement.placement import snapshot
+from tests import edge_fixture as fx
 from tests.functional import base as fbase
 from tests.functional import cli
 from tests import novalike
@@ -175,3 +177,70 @@ class TestMeshesAndClasses(base.BaseTestCase):
         self.assertEqual({h100: 4, v100: 8, gb200: 4}, {
             dict(k[1:])['resource_class']: v for k, v in m.items()
             if k[0] == 'nvlink_placement_gpus'})
+
+
+class TestTwoClassesOnOneHost(base.BaseTestCase):
+    """``mixed-01`` (:mod:`tests.edge_fixture`): two classes, one host.
+
+    PCIe H100 pairs {17, 31} {4b, 65} and A100 pairs {98, b1} {ca, e3};
+    an instance holds 17 (H100), another both GPUs of {98, b1} (A100).
+    Each class's figures count its own GPUs only: the other class's free
+    GPUs are neither free nor stranded for it. Counted by hand.
+    """
+
+    def test_each_class_counts_its_own_gpus(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        rcs = {a: rc for rc, gpus in fx.MIXED_GPUS.items() for a in gpus}
+        document = snapshot.document(
+            nova_tree.host_providers(fx.MIXED, rcs), {})
+        uuids = novalike.names_in(document)
+        for consumer, gpus in ((SPLIT, ['0000:17:00.0']),
+                               (SINGLE, ['0000:98:00.0', '0000:b1:00.0'])):
+            document['allocations'][consumer] = {
+                'project_id': 'p', 'user_id': 'u',
+                'consumer_type': 'INSTANCE', 'allocations': {
+                    uuids['%s_%s' % (fx.MIXED, a.upper())]: {
+                        'resources': {rcs[a]: 1}} for a in gpus}}
+        flat, reshaped = (os.path.join(tmp, n)
+                          for n in ('flat.json', 'reshaped.json'))
+        snapshot.write_file(document, flat)
+        argv = ('--topology', fx.TOPOLOGY, '--host', fx.MIXED)
+        result = cli.run(self, 'nvlink', 'reshape', *argv, '--snapshot',
+                         flat, '--save-snapshot', reshaped)
+        self.assertEqual(0, result.code, result.stderr)
+        prom = os.path.join(tmp, 'nvlink.prom')
+        result = cli.run(self, 'nvlink', 'check', *argv, '--snapshot',
+                         reshaped, '--prometheus-textfile', prom, '-f',
+                         'json', '-c', 'drift')
+        # Drift: only the member traits (this Nova has no device_spec).
+        self.assertEqual(2, result.code, result.stderr)
+        self.assertEqual({'member-traits'},
+                         {r['drift'] for r in json.loads(result.stdout)})
+        m = metrics(prom)
+        found = {}
+        for key, value in m.items():
+            labels = dict(key[1:])
+            if 'resource_class' in labels and key[0] != (
+                    'nvlink_placement_split_instances'):
+                found[(key[0][len('nvlink_placement_'):],
+                       labels['resource_class'], labels.get('size'))] = value
+        h100, a100 = fx.H100_PCIE_RC, fx.A100_RC
+        self.assertEqual({
+            ('gpus', h100, None): 4, ('gpus', a100, None): 4,
+            # H100: 31, 4b, 65 free; pair {4b, 65} fits; 31 stranded.
+            ('free_gpus', h100, None): 3,
+            ('free_domains', h100, '1'): 3,
+            ('free_domains', h100, '2'): 1,
+            ('free_domains', h100, '8'): 0,
+            ('stranded_gpus', h100, '1'): 0,
+            ('stranded_gpus', h100, '2'): 1,
+            ('stranded_gpus', h100, '8'): 3,
+            # A100: ca, e3 free, one pair.
+            ('free_gpus', a100, None): 2,
+            ('free_domains', a100, '1'): 2,
+            ('free_domains', a100, '2'): 1,
+            ('free_domains', a100, '8'): 0,
+            ('stranded_gpus', a100, '1'): 0,
+            ('stranded_gpus', a100, '2'): 0,
+            ('stranded_gpus', a100, '8'): 2,
+        }, found)

@@ -33,6 +33,8 @@ BIN = os.path.dirname(sys.executable)
 MOVES_FIRST = 4
 #: Seconds a held request may wait (far above a run's length).
 WAIT = 120
+#: Writes of one host's flatten: 8 GPUs moved back, 6 groups deleted.
+FLATTEN_WRITES = 14
 
 
 def variant(doc):
@@ -212,4 +214,56 @@ class TestConcurrentReshapes(base.BaseTestCase):
         self.assertEqual(0, code_a, err_a)
         self.assertEqual(0, code_b, err_b)
         self.assertNotIn('another run', err_a + err_b)
+        self.assertTrue(self.matches(path))
+
+    def test_flatten_all_reports_a_tree_changed_under_it(self):
+        # flatten --all finds its hosts in Placement (not in a topology);
+        # those are read again after its writes too. Run A (flatten
+        # --all) makes all its writes; its next read (the read again) is
+        # held until run B (reshape of the same host) has exited: the
+        # tree A flattened is reshaped again, and A says so.
+        path = self.topology('a.yaml', faults.topology_doc([self.host]))
+        reshape = subprocess.run(
+            [os.path.join(BIN, 'openstack'), 'nvlink', 'reshape',
+             '--topology', path] + self.server.cli_auth(),
+            capture_output=True, text=True, timeout=WAIT,
+            stdin=subprocess.DEVNULL)
+        self.assertEqual(0, reshape.returncode, reshape.stderr)
+        a_proxy, b_proxy = self.proxies
+        a_held = threading.Event()
+        b_done = threading.Event()
+        writes = []
+
+        def rule_a(request):
+            if request.is_write:
+                writes.append(request.path)
+            elif len(writes) == FLATTEN_WRITES and not a_held.is_set():
+                a_held.set()
+                b_done.wait(WAIT)
+            return fault_proxy.PASS
+
+        def rule_b(request):
+            # B reads only once A's writes are done: it finds a flat tree.
+            a_held.wait(WAIT)
+            return fault_proxy.PASS
+
+        a_proxy.rule, b_proxy.rule = rule_a, rule_b
+        options = ('--retry-window', '30', '--request-timeout',
+                   str(WAIT + 30))
+        a = self.openstack(a_proxy, 'nvlink', 'flatten', '--all', *options)
+        b = self.openstack(b_proxy, 'nvlink', 'reshape', '--topology', path,
+                           *options)
+        try:
+            code_b, _, err_b = self.finish(b)
+        finally:
+            b_done.set()
+            a_held.set()
+        code_a, _, err_a = self.finish(a)
+        # A's 8 moves and 6 deletes were all made, then its read held.
+        self.assertEqual(FLATTEN_WRITES, len(writes), writes)
+        self.assertTrue(a_held.is_set())
+        self.assertEqual(0, code_b, err_b)
+        self.assertEqual(1, code_a, err_a)
+        self.assertIn('another run changed 1 host (%s) while this one ran'
+                      % self.host, err_a)
         self.assertTrue(self.matches(path))

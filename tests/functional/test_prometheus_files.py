@@ -87,21 +87,67 @@ class TestRules(base.BaseTestCase):
         self.assertEqual(0, code, output)
         self.assertIn('SUCCESS', output)
 
-    def test_unit_tests_catch_a_shorter_for(self):
-        # The unit tests are real: 20 minutes instead of 30 fails them.
+    def rule_tests_on(self, old, new, occurrence=0):
+        """``promtool test rules`` on the rules with one text changed.
+
+        :param occurrence: which occurrence of ``old`` (0: the first).
+        :returns: ``(exit status, output)``.
+        """
         tmp = self.useFixture(fixtures.TempDir()).path
         with open(RULES) as f:
             text = f.read()
+        parts = text.split(old)
+        self.assertGreater(len(parts), occurrence + 1, old)
+        text = (old.join(parts[:occurrence + 1]) + new +
+                old.join(parts[occurrence + 1:]))
         with open(os.path.join(tmp, os.path.basename(RULES)), 'w') as f:
-            f.write(text.replace('for: 30m', 'for: 20m', 1))
+            f.write(text)
         with open(RULE_TESTS) as f, open(os.path.join(
                 tmp, os.path.basename(RULE_TESTS)), 'w') as g:
             g.write(f.read())
-        code, output = promtool.run(
-            self, 'test', 'rules', os.path.join(tmp, os.path.basename(
-                RULE_TESTS)))
+        return promtool.run(self, 'test', 'rules', os.path.join(
+            tmp, os.path.basename(RULE_TESTS)))
+
+    def test_unit_tests_catch_a_shorter_for(self):
+        # The unit tests are real: 20 minutes instead of 30 fails them.
+        code, output = self.rule_tests_on('for: 30m', 'for: 20m')
         self.assertEqual(1, code, output)
         self.assertIn('alertname: NvlinkPlacementDrift, time: 31m', output)
+
+    def test_unit_tests_pin_every_threshold_from_both_sides(self):
+        # Each threshold and duration moved a little either way (or the
+        # comparison made inclusive) fails the unit tests: their input
+        # series sit on the threshold and one step past it.
+        for old, new, occurrence in (
+                ('!="member-traits"} > 0', '!="member-traits"} > 1', 0),
+                ('kind="member-traits"} > 0', 'kind="member-traits"} > 1',
+                 0),
+                ('check_success == 0', 'check_success == 1', 0),
+                ('> 3600', '> 3540', 0),
+                ('> 3600', '> 3660', 0),
+                ('> 3600', '>= 3600', 0),
+                ('free_domains < 2', 'free_domains < 1', 0),
+                ('free_domains < 2', 'free_domains < 3', 0),
+                ('free_domains < 2', 'free_domains <= 2', 0),
+                ('nvlink_placement_gpus > 0.25',
+                 'nvlink_placement_gpus > 0.24', 0),
+                ('nvlink_placement_gpus > 0.25',
+                 'nvlink_placement_gpus > 0.26', 0),
+                ('nvlink_placement_gpus > 0.25',
+                 'nvlink_placement_gpus >= 0.25', 0),
+                ('for: 30m', 'for: 29m', 0),
+                ('for: 30m', 'for: 31m', 0),
+                ('for: 30m', 'for: 29m', 1),
+                ('for: 30m', 'for: 31m', 1),
+                ('for: 30m', 'for: 29m', 2),
+                ('for: 30m', 'for: 31m', 2),
+                ('for: 15m', 'for: 14m', 0),
+                ('for: 15m', 'for: 16m', 0),
+                ('for: 1h', 'for: 59m', 0),
+                ('for: 1h', 'for: 61m', 0)):
+            code, output = self.rule_tests_on(old, new, occurrence)
+            self.assertEqual(1, code, (old, new, occurrence, output))
+            self.assertIn('FAILED', output, (old, new, occurrence))
 
     def test_rules_name_only_written_metrics(self):
         expressions = rule_expressions()

@@ -174,6 +174,37 @@ class TestReshapeInterrupted(SignalTestCase):
         self.assertEqual(0, rerun.code, rerun.stderr)
         self.assertConverged(hosts, wanted)
 
+    def test_the_first_of_two_signals_decides(self):
+        # SIGINT, then SIGTERM while the run still waits for the held
+        # write: the stop is SIGINT's (exit 130, its name), the second
+        # signal changes nothing and ends nothing early.
+        hosts = self.hosts(2)
+        faults.seed(self.upstream, hosts)
+        topology = self.topology(hosts)
+        held = threading.Semaphore(0)
+
+        def rule(request):
+            if not provider_write(request):
+                return fault_proxy.PASS
+            held.release()
+            return fault_proxy.HOLD
+        self.proxy.rule = rule
+        process = self.start('nvlink', 'reshape', '--topology', topology,
+                             '--request-timeout', '60')
+        self.assertTrue(held.acquire(timeout=60))
+        self.assertTrue(held.acquire(timeout=60))
+        process.send_signal(signal.SIGINT)
+        # Within the grace the first signal gives the held writes.
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+        self.proxy.rule = lambda request: fault_proxy.PASS
+        self.assertEqual(130, process.returncode, err)
+        self.assertTrue(self.summary(err).startswith(
+            'interrupted by SIGINT: 0 hosts done, 2 interrupted'), err)
+        self.assertNotIn('Traceback', err)
+        self.assertEqual(2, len(self.writes()))
+
 
 class TestFlattenInterrupted(SignalTestCase):
 

@@ -87,6 +87,26 @@ class TestSnapshotLoad(oslo_base.BaseTestCase):
         self.assertEqual(0, self.nvlink('snapshot', '-o', exported).code)
         self.assertEqual(document, snapshot.read_file(exported))
 
+    def test_a_name_taken_under_another_uuid_writes_nothing(self):
+        # Placement holds a provider named as the snapshot's last one,
+        # under another uuid: creating it would fail half way (409), so
+        # the load is refused before the first write, naming it.
+        document = snapshot.read_file(base.H100_SNAPSHOT)
+        last = document['resource_providers'][-1]
+        self.client.request('POST', '/resource_providers', version='1.20',
+                            body={'uuid': CONSUMER, 'name': last['name']})
+        for argv in (('--allow-existing',), ('--allow-existing',
+                                             '--dry-run')):
+            result = self.nvlink('snapshot', 'load', *argv +
+                                 (base.H100_SNAPSHOT,))
+            self.assertEqual((1, ''), (result.code, result.stdout), argv)
+            self.assertEqual(
+                'Placement already has what %s holds; nothing written:\n'
+                '  resource provider %s: Placement has that name (%s)\n'
+                % (base.H100_SNAPSHOT, last['name'], CONSUMER),
+                result.stderr)
+            self.assertEqual([last['name']], self.providers(), argv)
+
     def test_bad_file_writes_nothing(self):
         document = snapshot.read_file(base.H100_SNAPSHOT)
         # One problem at the very end: the last provider's parent.

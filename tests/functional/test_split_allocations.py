@@ -33,6 +33,7 @@ SPLIT_QUAD = 'a1a1a1a1-0000-4000-8000-000000000003'     # modules 3, 4, 6, 8
 SINGLE = 'a1a1a1a1-0000-4000-8000-000000000004'
 VF1 = 'a1a1a1a1-0000-4000-8000-000000000005'
 VF2 = 'a1a1a1a1-0000-4000-8000-000000000006'
+VF3 = 'a1a1a1a1-0000-4000-8000-000000000008'
 MIGRATION = 'a1a1a1a1-0000-4000-8000-000000000007'
 H100 = ('h100',)
 
@@ -239,6 +240,30 @@ class TestSplitAllocations(base.PlacementTestCase):
         self.assertEqual(([], {'GET': 2 + 2 + 2}), self.split_with(
             listed + [servers.Server(SINGLE, HOST, 1, H100),
                       servers.Server(GOOD_PAIR, HOST, 1, H100)]))
+
+    def test_more_vf_servers_than_busy_gpus(self):
+        # Three one-device servers of alias vf (no GPU) and a MIGRATION
+        # consumer holding 2 GPUs: more one-device servers than GPUs in
+        # use, none of them accounting for a GPU; the host is still read.
+        self.as_nova_writes({})
+        for vf in (VF1, VF2, VF3):
+            novalike.allocate(self.client, vf, {
+                self.names[HOST]: {'VCPU': 2, 'MEMORY_MB': 512}})
+        self.client.request(
+            'PUT', '/allocations/%s' % MIGRATION, version='1.38',
+            expect=(204,), body={
+                'allocations': dict(
+                    {self.names[gpu(m)]: {'resources': {novalike.GPU_RC: 1}}
+                     for m in (1, 2)},
+                    **{self.names[HOST]: {'resources': {'VCPU': 4}}}),
+                'project_id': 'p1', 'user_id': 'u1',
+                'consumer_generation': None, 'consumer_type': 'MIGRATION'})
+        listed = [servers.Server(vf, HOST, 1, ('vf',))
+                  for vf in (VF1, VF2, VF3)]
+        # Planning 2, free GPUs 2, one server of alias vf, then the node
+        # 1 and its three consumers not read yet 3.
+        self.assertEqual(([MIGRATION], {'GET': 2 + 2 + 1 + 1 + 3}),
+                         self.split_with(listed))
 
 
 class TestCommands(oslotest_base.BaseTestCase):

@@ -44,6 +44,23 @@ class TestStats(base.BaseTestCase):
         self.assertEqual(2.021, stats.t975(45))
         self.assertEqual(1.980, stats.t975(1000))
 
+    def test_quantiles_at_and_between_the_listed_degrees(self):
+        # NIST/SEMATECH e-Handbook 1.3.6.7.2, two-sided 95 %: the listed
+        # values, and between two listed rows the smaller df's (wider).
+        for df, quantile in ((2, 4.303), (10, 2.228), (29, 2.045),
+                             (30, 2.042), (31, 2.042), (39, 2.042),
+                             (40, 2.021), (41, 2.021), (59, 2.021),
+                             (60, 2.000), (61, 2.000), (119, 2.000),
+                             (120, 1.980), (121, 1.980)):
+            self.assertEqual(quantile, stats.t975(df), df)
+
+    def test_interval_between_listed_degrees(self):
+        # 36 values 0, 1, 0, 1, ...: mean 0.5, s = sqrt(9 / 35), df 35
+        # uses t(30) = 2.042: half width 2.042 * 0.50709 / 6 = 0.17258.
+        found = stats.interval([0, 1] * 18)
+        self.assertAlmostEqual(0.32742, found.low, places=4)
+        self.assertAlmostEqual(0.67258, found.high, places=4)
+
 
 class TestFigures(base.BaseTestCase):
 
@@ -75,6 +92,22 @@ class TestFigures(base.BaseTestCase):
                     'no capacity')[1]
         # Mean 2, s = 1.414, t(1) = 12.706: the interval stops at 0.
         self.assertEqual('2.0 (0.0-14.7)', cell.human_readable())
+
+    def test_share_intervals_stay_within_0_and_100(self):
+        # Shares 100 % and 50 %: mean 75, s = 35.355, t(1) = 12.706:
+        # 75 -+ 12.706 * 25 = 317.65, cut to 0-100 %; a count at 0 only.
+        share = report.Figure(stats.interval([100.0, 50.0]), '%')
+        self.assertEqual({'mean': 75.0, 'low': 0.0, 'high': 100.0,
+                          'seeds': 2}, share.machine_readable())
+        self.assertEqual('75.0% (0.0-100.0)', share.human_readable())
+        count = report.Figure(stats.interval([100.0, 50.0]))
+        self.assertEqual({'mean': 75.0, 'low': 0.0, 'high': 392.65,
+                          'seeds': 2}, count.machine_readable())
+        # Inside the range nothing is cut: 40, 50, 60 %, s = 10,
+        # t(2) = 4.303: 50 -+ 24.843.
+        inside = report.Figure(stats.interval([40.0, 50.0, 60.0]), '%')
+        self.assertEqual({'mean': 50.0, 'low': 25.157, 'high': 74.843,
+                          'seeds': 3}, inside.machine_readable())
 
     def test_share_of_nothing_placed(self):
         self.assertIsNone(report.one_domain_share(engine.Counts()))
