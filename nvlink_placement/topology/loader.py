@@ -15,10 +15,10 @@ import difflib
 import os
 
 import jsonschema
+import jsonschema_rs
 
 from nvlink_placement import documents
 from nvlink_placement import errors
-from nvlink_placement import quickschema
 from nvlink_placement.topology import boards as catalog
 from nvlink_placement.topology import coverage
 from nvlink_placement.topology import laminar
@@ -31,8 +31,9 @@ from nvlink_placement.topology import schema
 # Longest gpus_file accepted, and longest name in it (Linux NAME_MAX).
 MAX_PATH = 1024
 MAX_NAME = 255
-_QUICK_CHECKS = {id(s): quickschema.compile(s)
-                 for s in (schema.TOPOLOGY, schema.MODULE_MAPPING)}
+#: Compiled validators (jsonschema-rs) of the schemas read here, by id.
+_COMPILED = {id(s): jsonschema_rs.Draft202012Validator(s)
+             for s in (schema.TOPOLOGY, schema.MODULE_MAPPING)}
 
 
 def read_document(path):
@@ -52,11 +53,13 @@ def read_document(path):
 def _schema_errors(document, validator_schema):
     """Schema problems as ``(key path parts, message, is_unknown_key)``.
 
-    jsonschema runs only when :mod:`.quickschema` does not accept the
-    document at once.
+    The compiled validator (:func:`documents.surely_valid`) answers for a
+    valid document; jsonschema runs only for one it does not accept, for
+    its messages (and its verdict: a document jsonschema accepts has no
+    problems).
     """
-    quick = _QUICK_CHECKS.get(id(validator_schema))
-    if quick is not None and quickschema.accepts(quick, document):
+    compiled = _COMPILED.get(id(validator_schema))
+    if compiled is not None and documents.surely_valid(compiled, document):
         return []
     validator = jsonschema.Draft202012Validator(validator_schema)
     problems = []
