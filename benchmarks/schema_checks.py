@@ -43,6 +43,7 @@ from nvlink_placement.placement import nova_tree  # noqa: E402
 from nvlink_placement.placement import snapshot  # noqa: E402
 from nvlink_placement.topology import loader  # noqa: E402
 from nvlink_placement.topology import schema  # noqa: E402
+from nvlink_placement.topology import schema_check  # noqa: E402
 
 RESOURCE_CLASS = 'CUSTOM_PCI_10DE_2330'
 HEADER = ('document', 'project schema step s', 'jsonschema alone s',
@@ -80,14 +81,14 @@ def main(argv=None):
     snapshot.write_file(document, snapshot_path)
     document = snapshot.read_file(snapshot_path)
 
-    assert not loader._schema_errors(topology, schema.TOPOLOGY)
+    assert not schema_check.problems(topology, schema.TOPOLOGY)
     assert not snapshot._schema_problems(document)
     topology_validator = jsonschema.Draft202012Validator(schema.TOPOLOGY)
     snapshot_validator = jsonschema.Draft202012Validator(snapshot.SCHEMA)
     rows = [
         ('topology, %d hosts (%d bytes of JSON)'
          % (args.hosts, os.path.getsize(topology_path)),
-         '%.3f' % best(loader._schema_errors, topology, schema.TOPOLOGY),
+         '%.3f' % best(schema_check.problems, topology, schema.TOPOLOGY),
          '%.3f' % best(topology_validator.is_valid, topology),
          '%.3f' % best(loader.load, topology_path)),
         ('snapshot, %d providers, %d consumers'

@@ -22,8 +22,8 @@ from oslotest import base
 
 from nvlink_placement import documents
 from nvlink_placement.placement import snapshot
-from nvlink_placement.topology import loader
 from nvlink_placement.topology import schema
+from nvlink_placement.topology import schema_check
 
 SEED = 34
 CASES = 400
@@ -109,12 +109,13 @@ class TestCompiledSchema(base.BaseTestCase):
 
     def test_topologies(self):
         # The validators the loader uses, on the schemas it uses them for.
-        topology = loader._COMPILED[id(schema.TOPOLOGY)]
+        topology = schema_check.COMPILED[id(schema.TOPOLOGY)]
         for name in ('hgx-h100.yaml', 'hgx-b200.yaml',
                      'pcie-bridge-pairs.yaml'):
             self.compare(name, topology, schema.TOPOLOGY,
                          documents.load(os.path.join(EXAMPLES, name)))
-        self.compare('gpu map', loader._COMPILED[id(schema.MODULE_MAPPING)],
+        self.compare('gpu map',
+                     schema_check.COMPILED[id(schema.MODULE_MAPPING)],
                      schema.MODULE_MAPPING, documents.load(
                          os.path.join(EXAMPLES, 'mappings',
                                       'compute-02.json')))
