@@ -124,6 +124,28 @@ def _got(value):
     return '%s %s' % (kind(value), short(value))
 
 
+def surely_valid(compiled, document):
+    """Whether a compiled validator accepts ``document`` (True or False).
+
+    ``compiled`` is a ``jsonschema_rs`` validator of one of the project's
+    schemas; the readers ask it first and run jsonschema (for its
+    messages, which name the key path) only when the answer is False.
+    jsonschema-rs is stricter than jsonschema in two known ways: ``$``
+    in a ``pattern`` does not match before a final newline, and NaN or
+    an infinity is not a number; such a document gets False here and
+    jsonschema decides. A tuple is an array to it (not to jsonschema):
+    the readers' documents hold lists only. What JSON cannot hold (a key
+    that is not a string, a set, bytes) it refuses with ValueError:
+    False too.
+    ``tests/unit/test_compiled_schema.py`` compares the two on the
+    schemas and mutated documents.
+    """
+    try:
+        return compiled.is_valid(document)
+    except ValueError:
+        return False
+
+
 def schema_message(error):
     """A jsonschema error in plain words, without Python's reprs.
 

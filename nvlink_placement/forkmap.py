@@ -11,6 +11,15 @@ An item whose process fails (the function raises, or its result does not
 pickle) is run again here, in order, so that its exception is raised
 exactly as it is without this module. Where ``fork`` is not available, or
 one worker is asked for, everything runs here.
+
+Why not a library: this is ``multiprocessing``'s ``Pool`` with the fork
+context; the code around it is what no executor does. ``Pool.map``,
+``concurrent.futures.ProcessPoolExecutor`` (``mp_context`` fork) and
+OpenStack's ``futurist`` pickle every item to the workers (here they
+inherit them), give up the whole map at the first failure (here only the
+failing item runs again, in this process, to raise its own exception),
+and neither empties the inherited stdio buffers nor freezes the heap
+(:mod:`.heap`) before the fork.
 """
 
 import multiprocessing

@@ -10,6 +10,11 @@ copied. :func:`frozen` moves everything alive into the collector's
 permanent generation (``gc.freeze``, which the Python documentation
 advises before ``fork``) for the duration of a block; objects made inside
 the block are collected as usual.
+
+Why not a library: ``gc.freeze`` and ``gc.unfreeze`` are the standard
+library's; what this module adds is the nesting (an inner block must not
+unfreeze what the outer one froze), which neither ``gc`` nor any package
+we know offers as a context manager.
 """
 
 import contextlib

@@ -5,6 +5,14 @@ a file written in place can be read half-written. :func:`write` writes a
 temporary file in the same directory, flushes it to disk, and renames it
 over the target (atomic on POSIX within one file system). Standard library
 only.
+
+Why not a library: the standard library has no atomic replace of a file
+(``tempfile`` plus ``os.replace`` is the recipe used here); the
+``atomicwrites`` package is archived by its author, ``oslo.utils``'
+``fileutils`` writes temporary files but does not replace a target, and
+``oslo.concurrency`` locks but does not write. None takes the ``stop``
+event (an interrupted command leaves the old file as it was) or checks a
+target is writable before any work (:func:`check_writable`).
 """
 
 import os

@@ -1,4 +1,9 @@
-"""Progress of a long command, on a terminal only."""
+"""Progress of a long command, on a terminal only.
+
+The bar is tqdm's; this module only decides when there is one: on a
+terminal (so that logs and ``-f json`` output stay clean) and for more
+than one host, and imports tqdm only then.
+"""
 
 import sys
 

@@ -1,24 +1,20 @@
 """Load and validate topology files (format version 1, design.rst s3).
 
 :func:`load` reads YAML or JSON, checks it against
-:data:`nvlink_placement.topology.schema.TOPOLOGY`, then checks what a
-schema cannot say (laminar groups, module ids on the board, duplicate
-addresses, RP name lengths) and builds a
+:data:`nvlink_placement.topology.schema.TOPOLOGY` (:mod:`.schema_check`),
+then checks what a schema cannot say (laminar groups, module ids on the
+board, duplicate addresses, RP name lengths) and builds a
 :class:`nvlink_placement.topology.model.Topology`. All problems are
 collected and raised together as one
 :class:`nvlink_placement.errors.TopologyError`, each naming the file and
 the key path, e.g. ``hosts.compute-01.gpus["0000:19:00.0"]``.
 """
 
-import copy
 import difflib
 import os
 
-import jsonschema
-
 from nvlink_placement import documents
 from nvlink_placement import errors
-from nvlink_placement import quickschema
 from nvlink_placement.topology import boards as catalog
 from nvlink_placement.topology import coverage
 from nvlink_placement.topology import laminar
@@ -26,13 +22,12 @@ from nvlink_placement.topology import members
 from nvlink_placement.topology import model
 from nvlink_placement.topology import pci
 from nvlink_placement.topology import schema
+from nvlink_placement.topology import schema_check
 
 
 # Longest gpus_file accepted, and longest name in it (Linux NAME_MAX).
 MAX_PATH = 1024
 MAX_NAME = 255
-_QUICK_CHECKS = {id(s): quickschema.compile(s)
-                 for s in (schema.TOPOLOGY, schema.MODULE_MAPPING)}
 
 
 def read_document(path):
@@ -47,127 +42,6 @@ def read_document(path):
         return documents.load(path)
     except documents.DocumentError as exc:
         raise errors.TopologyError([(exc.location, exc.reason)])
-
-
-def _schema_errors(document, validator_schema):
-    """Schema problems as ``(key path parts, message, is_unknown_key)``.
-
-    jsonschema runs only when :mod:`.quickschema` does not accept the
-    document at once.
-    """
-    quick = _QUICK_CHECKS.get(id(validator_schema))
-    if quick is not None and quickschema.accepts(quick, document):
-        return []
-    validator = jsonschema.Draft202012Validator(validator_schema)
-    problems = []
-    for error in validator.iter_errors(document):
-        where = list(error.absolute_path)
-        if (error.validator == 'additionalProperties' and
-                isinstance(error.instance, dict)):
-            known = set(error.schema.get('properties', {}))
-            for key in sorted(set(error.instance) - known, key=str):
-                close = difflib.get_close_matches(str(key), sorted(known), 1)
-                problems.append((where + [key], 'unknown key' + (
-                    ' (did you mean %r?)' % close[0] if close else ''), True))
-            continue
-        if error.validator == 'oneOf':
-            inner, message = _one_of_message(error)
-            where += inner
-        elif error.validator == 'const' and where == ['version']:
-            message = ('unsupported format version %s (this tool reads '
-                       'version 1)' % documents.short(error.instance))
-        else:
-            message = _message(error)
-        if not where and error.validator == 'required':
-            message += ' at top level'
-        elif not where:
-            message = 'top level: %s%s' % (
-                message, ' (the file is empty)' if document is None else '')
-        problems.append((where, message, False))
-    problems.sort(key=lambda p: documents.keypath(p[0]))
-    return problems
-
-
-def _schema_problems(document, validator_schema):
-    return [(documents.keypath(parts), message)
-            for parts, message, _ in _schema_errors(document,
-                                                    validator_schema)]
-
-
-def _accepted_part(document, found):
-    """The part of ``document`` the schema accepted, or None.
-
-    Unknown keys are dropped and hosts with other schema errors left out,
-    so the semantic checks still run on everything else and one run
-    reports every problem. None when the problems are not confined to
-    hosts (the version, boards, the document's shape).
-    """
-    blocking = [parts for parts, _, unknown in found if not unknown]
-    if any(len(parts) < 2 or parts[0] != 'hosts' for parts in blocking):
-        return None
-    accepted = copy.deepcopy(document)
-    for parts, _, unknown in found:
-        if unknown:
-            node = accepted
-            for part in parts[:-1]:
-                node = node[part]
-            node.pop(parts[-1], None)
-    for host in {parts[1] for parts in blocking}:
-        accepted['hosts'].pop(host, None)
-    return accepted
-
-
-def _message(error):
-    """jsonschema's error in plain words (see documents.schema_message)."""
-    return documents.schema_message(error)
-
-
-def _one_of_message(error):
-    """A ``oneOf`` failure (a list, or a mapping of the same thing).
-
-    For a mapping the errors of the mapping form are reported (jsonschema's
-    ``best_match`` would pick the list form's "expected a list"), at the
-    key inside the mapping, with a close spelling of an unknown key.
-
-    :returns: ``(key path parts below the error's, message)``.
-    """
-    value = error.instance
-    if isinstance(value, dict):
-        mapping_form = [
-            sub for sub in error.context
-            if error.validator_value[sub.relative_schema_path[0]].get(
-                'type') == 'object']
-        sub = jsonschema.exceptions.best_match(mapping_form or error.context)
-        if sub.validator == 'additionalProperties':
-            known = sorted(sub.schema.get('properties', {}))
-            extra = sorted(set(sub.instance) - set(known), key=str)
-            close = difflib.get_close_matches(str(extra[0]), known, 1)
-            return [], 'unknown key(s) %s%s%s' % (
-                ', '.join(documents.short(k) for k in extra[:5]),
-                ' and %d more' % (len(extra) - 5) if len(extra) > 5 else '',
-                ' (did you mean %r?)' % close[0]
-                if close and len(extra) == 1 else '')
-        return (list(sub.absolute_path)[len(error.absolute_path):],
-                _message(sub))
-    return [], ('%s is not valid here: expected %s' % (
-        documents.short(value),
-        ' or '.join(_describe(s) for s in error.validator_value)))
-
-
-def _describe(sub):
-    if 'oneOf' in sub:
-        return ' or '.join(_describe(s) for s in sub['oneOf'])
-    if sub.get('type') == 'integer':
-        return 'a non-negative integer'
-    if 'pattern' in sub and sub.get('type') == 'string':
-        return 'a decimal string' if '[0-9]' in sub['pattern'] else 'a string'
-    if sub.get('type') == 'array':
-        return 'a list'
-    if sub.get('type') == 'object':
-        return 'a mapping'
-    if 'const' in sub:
-        return repr(sub['const'])
-    return 'a %s' % sub.get('type', 'value')
 
 
 def _is_address(text):
@@ -248,12 +122,12 @@ def parse(document, source='<topology>', gpus_file_dirs=()):
         raise errors.TopologyError([(source, (
             'a Placement snapshot, not a topology file (version 1 with '
             '"hosts"); give the snapshot to --snapshot'))])
-    found = _schema_errors(document, schema.TOPOLOGY)
+    found = schema_check.problems(document, schema.TOPOLOGY)
     problems = [('%s: %s' % (source, documents.keypath(parts))
                  if parts else source, message)
                 for parts, message, _ in found]
     if found:
-        document = _accepted_part(document, found)
+        document = schema_check.accepted_part(document, found)
         if document is None:
             raise errors.TopologyError(problems)
     checker = _Checker(source, gpus_file_dirs)
@@ -468,7 +342,7 @@ class _Checker(object):
                                   'to module id; none of its %d keys is a '
                                   'PCI address' % len(document)))
             return []
-        found = _schema_problems(document, schema.MODULE_MAPPING)
+        found = schema_check.located(document, schema.MODULE_MAPPING)
         for where, msg in found:
             self.problems.append(('%s: %s' % (path, where) if where else path,
                                   msg))
