@@ -149,18 +149,16 @@ class TestReshapeInterrupted(SignalTestCase):
             return fault_proxy.HOLD
         self.proxy.rule = rule
         process = self.start('nvlink', 'reshape', '--topology', topology,
-                             '--request-timeout', '60')
+                             '--request-timeout', '3600')
         # Both hosts' first writes are held (two workers of the default 8).
         self.assertTrue(held.acquire(timeout=60))
         self.assertTrue(held.acquire(timeout=60))
-        sent = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
-        took = time.monotonic() - sent
+        # Acted on at once, not after the held requests' hour-long
+        # timeout: a process still waiting fails the test here.
+        out, err = process.communicate(timeout=120)
         self.proxy.rule = lambda request: fault_proxy.PASS
         self.assertEqual(143, process.returncode, err)
-        # Acted on at once, not after the 60 s request timeout.
-        self.assertLess(took, 10)
         self.assertEqual(
             'interrupted by SIGTERM: 0 hosts done, 2 interrupted (%s: 0 of '
             '%d writes, 1 unanswered, %s: 0 of %d writes, 1 unanswered), 0 '
