@@ -10,12 +10,14 @@ import os
 
 from nvlink_placement import filetree
 from nvlink_placement.flavors import generate
+from nvlink_placement.novaconfig import keep
 from nvlink_placement.novaconfig import layouts
 from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.osc import flavor as flavor_cmd
 from nvlink_placement.osc import snapshot as snapshot_cmd
+from nvlink_placement import textfile
 from nvlink_placement.topology import passthrough
 from nvlink_placement.topology import pci
 
@@ -157,22 +159,34 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
              for s in self.settings])
 
     def _write(self, parsed_args, names):
-        planned = layouts.files(self.settings, names, parsed_args.layout)
-        done = filetree.write(parsed_args.output_dir, collections.OrderedDict(
-            (path, text) for path, (_, _, text) in planned.items()))
-        rows = [(path, parsed_args.layout, host, kind if kind != 'host'
+        layout, out = parsed_args.layout, parsed_args.output_dir
+        present = filetree.existing(out)
+        tree = {}
+        for relative in present + [layouts.KOLLA_GLOBALS]:
+            if layouts.reads(layout, relative):
+                text = textfile.read(os.path.join(out, *relative.split('/')))
+                if text is not None:
+                    tree[relative] = text
+        planned = layouts.files(self.settings, names, layout, tree)
+        done = filetree.write(out, collections.OrderedDict(
+            (path, text) for path, (_, _, text) in planned.items()),
+            owned=keep.written_here)
+        rows = [(path, layout, host, kind if kind != 'host'
                  else 'nova-compute', status)
                 for (path, status), (kind, host, _) in zip(
                     done, planned.values())]
+        # An earlier version's file this layout no longer writes.
+        rows += [(path, layout, None, '', status) for path, status in
+                 filetree.remove(out, layouts.obsolete(layout, tree))]
         if not parsed_args.host:
             # A host file of a host the topology no longer has: named, kept.
-            for relative in filetree.existing(parsed_args.output_dir):
-                host = layouts.host_of(parsed_args.layout, relative)
-                if host and relative not in planned:
-                    rows.append((os.path.join(parsed_args.output_dir,
-                                              *relative.split('/')),
-                                 parsed_args.layout, host, 'nova-compute',
-                                 STALE))
+            for relative in present:
+                host = layouts.host_of(layout, relative)
+                if host and relative not in planned and keep.written_here(
+                        textfile.read(os.path.join(
+                            out, *relative.split('/')))):
+                    rows.append((os.path.join(out, *relative.split('/')),
+                                 layout, host, 'nova-compute', STALE))
         for row in rows:
             self.app.stderr.write('%s: %s%s\n' % (
                 row[4], row[0], STALE_NOTE if row[4] == STALE else ''))
