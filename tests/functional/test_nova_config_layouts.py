@@ -152,13 +152,12 @@ class TestEntries(Base):
 
 KOLLA = ['nova/pairs-01/nova.conf', 'nova/hgx-01/nova.conf',
          'nova/hgx-02/nova.conf', 'nova/mig-01/nova.conf',
-         'nova/nova-compute.conf', 'nova/nova-api.conf',
+         'nova/nova-api.conf',
          'nova/nova-scheduler.conf', 'nova/nova-conductor.conf',
          'nova/nova-super-conductor.conf']
 OSA = ['host_vars/pairs-01.yml', 'host_vars/hgx-01.yml',
        'host_vars/hgx-02.yml', 'host_vars/mig-01.yml',
-       'group_vars/nova_api_os_compute.yml', 'group_vars/nova_scheduler.yml',
-       'group_vars/nova_conductor.yml']
+       'group_vars/nova_all.yml']
 CONFIG_DIR = ['hosts/%s/nova-compute.conf.d/nvlink-placement.conf' % h
               for h in fx.HOSTS] + [
     'services/%s.conf.d/nvlink-placement.conf' % s
@@ -233,7 +232,8 @@ class TestOutputDir(Base):
         with open(os.path.join(self.out, 'nova', 'hgx-02', 'nova.conf')) as f:
             text = f.read()
         self.assertNotIn('0000:9b:00.0', text)
-        self.assertNotIn('"product_id": "2330"}\n', text)
+        self.assertNotIn('device_spec = {"vendor_id": "10de", "product_id": '
+                         '"2330"}\n', text)
 
     def test_the_generic_entry_is_in_no_shared_file(self):
         for layout, files in (('kolla', KOLLA), ('config-dir', CONFIG_DIR),
@@ -251,8 +251,15 @@ class TestOutputDir(Base):
     def test_a_host_gone_from_the_topology_is_named_not_removed(self):
         self.assertEqual(0, self.write('openstack-ansible').code)
         gone = os.path.join(self.out, 'host_vars', 'old-09.yml')
+        # A file it wrote for a host since dropped (its mark on top).
+        with open(os.path.join(self.out, 'host_vars', 'hgx-01.yml')) as f:
+            text = f.read()
         with open(gone, 'w') as f:
-            f.write('nova_nova_conf_overrides: {}\n')
+            f.write(text)
+        # The operator's own file of another host is no host file of ours.
+        with open(os.path.join(self.out, 'host_vars', 'ctl-01.yml'),
+                  'w') as f:
+            f.write('container_address: 10.0.0.5\n')
         result = self.write('openstack-ansible', '-f', 'json')
         self.assertEqual(0, result.code, result.stderr)
         self.assertEqual(
