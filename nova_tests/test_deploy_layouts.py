@@ -348,10 +348,6 @@ class TestDeployLayouts(base.BaseTestCase):
         scheduler = merged(CONTROL, 'nova-scheduler')
         self.assertTrue(scheduler.filter_scheduler.pci_in_placement)
         self.assertEqual(['ComputeFilter', THEIR_FILTER,
-                          'ComputeCapabilitiesFilter',
-                          'ImagePropertiesFilter',
-                          'ServerGroupAntiAffinityFilter',
-                          'ServerGroupAffinityFilter',
                           'PciPassthroughFilter'],
                          scheduler.filter_scheduler.enabled_filters)
         self.assertEqual(1000, scheduler.scheduler.max_placement_results)

@@ -23,6 +23,8 @@ import json
 from oslo_config import iniparser
 import yaml
 
+from nvlink_placement.novaconfig import settings
+
 #: The first line of every file :mod:`.layouts` writes contains this.
 MARK = 'openstack nvlink nova-config'
 
@@ -130,6 +132,9 @@ def alias_lines(ours, *kept):
 def filters(theirs, ours):
     """``enabled_filters``: the operator's list with ours added at its end.
 
+    Nova's defaults among ours are not added: the operator's list replaced
+    them on purpose; only the filters Nova needs for the flavors are.
+
     :param theirs: the operator's comma-separated value, or None.
     :param ours: our comma-separated value (Nova's defaults plus the PCI
         filter).
@@ -137,7 +142,8 @@ def filters(theirs, ours):
     if theirs is None:
         return ours
     have = [f.strip() for f in theirs.split(',') if f.strip()]
-    return ','.join(have + [f for f in ours.split(',') if f not in have])
+    return ','.join(have + [f for f in ours.split(',') if f not in have and
+                            f not in settings.NOVA_DEFAULT_FILTERS])
 
 
 def yaml_document(path, text, problems):
