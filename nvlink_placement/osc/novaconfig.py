@@ -119,12 +119,18 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
                             help='With --output-dir: kolla (DIR/nova/<host>/'
                                  'nova.conf and DIR/nova/<service>.conf for '
                                  '/etc/kolla/config), openstack-ansible '
-                                 '(DIR/host_vars/<host>.yml and DIR/'
-                                 'group_vars/<group>.yml with '
-                                 'nova_nova_conf_overrides) or config-dir '
+                                 '(DIR/host_vars/<host>.yml with '
+                                 'nova_device_spec and DIR/group_vars/'
+                                 'nova_all.yml for /etc/openstack_deploy) '
+                                 'or config-dir '
                                  '(DIR/hosts/<host>/nova-compute.conf.d/'
                                  '%s for /etc/nova/nova-compute.conf.d/, and '
-                                 'DIR/services/<service>.conf.d/).'
+                                 'DIR/services/<service>.conf.d/). The '
+                                 'operator\'s settings found in DIR are '
+                                 'kept; a file there that this command did '
+                                 'not write (no mark on its first line), or '
+                                 'a setting that would win over its files, '
+                                 'is refused by name, nothing written.'
                                  % layouts.FRAGMENT)
         return parser
 
