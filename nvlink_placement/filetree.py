@@ -3,8 +3,9 @@
 For generated configuration kept under version control or diffed in CI: a
 file whose text is already the same is not touched (its modification time
 stays), so a diff shows only real changes. Every target is checked before
-the first write (:func:`check`): a bad directory writes nothing. Each file
-is replaced atomically (:func:`nvlink_placement.textfile.write`).
+the first write (:func:`check`): a bad directory, or a file there that the
+caller did not write (``owned``), writes nothing. Each file is replaced
+atomically (:func:`nvlink_placement.textfile.write`).
 """
 
 import os
@@ -14,20 +15,24 @@ from nvlink_placement import textfile
 
 WRITTEN = 'written'
 UNCHANGED = 'unchanged'
+REMOVED = 'removed'
 
 
 def _target(directory, relative):
     return os.path.join(directory, *relative.split('/'))
 
 
-def check(directory, relatives):
+def check(directory, relatives, owned=None):
     """Make sure every file can be written under ``directory``.
 
     ``directory`` may be missing if its parent exists. Each folder on the
     way to a file must be a folder (or missing), the file itself no folder,
     and the deepest existing folder writable.
 
-    :raises NvlinkError: naming the path and what is wrong.
+    :param owned: ``owned(text) -> bool``: whether an existing file is one
+        the caller wrote and may replace (None: any file may be replaced).
+    :raises NvlinkError: naming the path and what is wrong; every file
+        ``owned`` refuses, at once.
     """
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise errors.NvlinkError('--output-dir %s is not a directory'
@@ -55,16 +60,28 @@ def check(directory, relatives):
         if os.path.exists(path) and not os.access(path, os.R_OK):
             raise errors.NvlinkError('cannot read %s to compare it'
                                      % path)
+    foreign = [_target(directory, r) for r in relatives
+               if owned is not None and os.path.isfile(_target(
+                   directory, r)) and not owned(textfile.read(
+                       _target(directory, r)))]
+    if foreign:
+        raise errors.NvlinkError(
+            'nothing written: these files are already there and were not '
+            'written by this command (their first line lacks its mark), so '
+            'they are left as they are; move them away, or move their '
+            'settings to the files the command does not write, and run it '
+            'again:\n  %s' % '\n  '.join(foreign))
 
 
-def write(directory, texts, mode=0o644):
+def write(directory, texts, mode=0o644, owned=None):
     """Write ``texts`` (relative path -> text) under ``directory``.
 
+    :param owned: as :func:`check`.
     :returns: list of ``(path, WRITTEN or UNCHANGED)`` in ``texts`` order.
     :raises NvlinkError: as :func:`check`, before anything is written; a
         write that fails later names its file.
     """
-    check(directory, list(texts))
+    check(directory, list(texts), owned)
     done = []
     for relative, text in texts.items():
         path = _target(directory, relative)
@@ -78,6 +95,24 @@ def write(directory, texts, mode=0o644):
                 os.path.dirname(path), exc.strerror or exc))
         textfile.write(path, text, mode)
         done.append((path, WRITTEN))
+    return done
+
+
+def remove(directory, relatives):
+    """Remove the files ``relatives`` under ``directory``.
+
+    :returns: list of ``(path, REMOVED)``.
+    :raises NvlinkError: naming a file that cannot be removed.
+    """
+    done = []
+    for relative in relatives:
+        path = _target(directory, relative)
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            raise errors.NvlinkError('cannot remove %s: %s' % (
+                path, exc.strerror or exc))
+        done.append((path, REMOVED))
     return done
 
 

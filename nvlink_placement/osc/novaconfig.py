@@ -10,12 +10,14 @@ import os
 
 from nvlink_placement import filetree
 from nvlink_placement.flavors import generate
+from nvlink_placement.novaconfig import keep
 from nvlink_placement.novaconfig import layouts
 from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import display
 from nvlink_placement.osc import flavor as flavor_cmd
 from nvlink_placement.osc import snapshot as snapshot_cmd
+from nvlink_placement import textfile
 from nvlink_placement.topology import passthrough
 from nvlink_placement.topology import pci
 
@@ -119,12 +121,18 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
                             help='With --output-dir: kolla (DIR/nova/<host>/'
                                  'nova.conf and DIR/nova/<service>.conf for '
                                  '/etc/kolla/config), openstack-ansible '
-                                 '(DIR/host_vars/<host>.yml and DIR/'
-                                 'group_vars/<group>.yml with '
-                                 'nova_nova_conf_overrides) or config-dir '
+                                 '(DIR/host_vars/<host>.yml with '
+                                 'nova_device_spec and DIR/group_vars/'
+                                 'nova_all.yml for /etc/openstack_deploy) '
+                                 'or config-dir '
                                  '(DIR/hosts/<host>/nova-compute.conf.d/'
                                  '%s for /etc/nova/nova-compute.conf.d/, and '
-                                 'DIR/services/<service>.conf.d/).'
+                                 'DIR/services/<service>.conf.d/). The '
+                                 'operator\'s settings found in DIR are '
+                                 'kept; a file there that this command did '
+                                 'not write (no mark on its first line), or '
+                                 'a setting that would win over its files, '
+                                 'is refused by name, nothing written.'
                                  % layouts.FRAGMENT)
         return parser
 
@@ -163,22 +171,34 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
              for s in self.settings])
 
     def _write(self, parsed_args, names):
-        planned = layouts.files(self.settings, names, parsed_args.layout)
-        done = filetree.write(parsed_args.output_dir, collections.OrderedDict(
-            (path, text) for path, (_, _, text) in planned.items()))
-        rows = [(path, parsed_args.layout, host, kind if kind != 'host'
+        layout, out = parsed_args.layout, parsed_args.output_dir
+        present = filetree.existing(out)
+        tree = {}
+        for relative in present + [layouts.KOLLA_GLOBALS]:
+            if layouts.reads(layout, relative):
+                text = textfile.read(os.path.join(out, *relative.split('/')))
+                if text is not None:
+                    tree[relative] = text
+        planned = layouts.files(self.settings, names, layout, tree)
+        done = filetree.write(out, collections.OrderedDict(
+            (path, text) for path, (_, _, text) in planned.items()),
+            owned=keep.written_here)
+        rows = [(path, layout, host, kind if kind != 'host'
                  else 'nova-compute', status)
                 for (path, status), (kind, host, _) in zip(
                     done, planned.values())]
+        # An earlier version's file this layout no longer writes.
+        rows += [(path, layout, None, '', status) for path, status in
+                 filetree.remove(out, layouts.obsolete(layout, tree))]
         if not parsed_args.host:
             # A host file of a host the topology no longer has: named, kept.
-            for relative in filetree.existing(parsed_args.output_dir):
-                host = layouts.host_of(parsed_args.layout, relative)
-                if host and relative not in planned:
-                    rows.append((os.path.join(parsed_args.output_dir,
-                                              *relative.split('/')),
-                                 parsed_args.layout, host, 'nova-compute',
-                                 STALE))
+            for relative in present:
+                host = layouts.host_of(layout, relative)
+                if host and relative not in planned and keep.written_here(
+                        textfile.read(os.path.join(
+                            out, *relative.split('/')))):
+                    rows.append((os.path.join(out, *relative.split('/')),
+                                 layout, host, 'nova-compute', STALE))
         for row in rows:
             self.app.stderr.write('%s: %s%s\n' % (
                 row[4], row[0], STALE_NOTE if row[4] == STALE else ''))

@@ -385,7 +385,8 @@ class Check(_PlanCommand):
                  'class and instance size (free domains, free and stranded '
                  'GPUs, split instances; no extra read per host). Written '
                  'on error too (success 0, the earlier last-success time '
-                 'kept).')
+                 'kept). An existing PATH that is not a metrics file of '
+                 'this command is refused (exit 1), left as it is.')
         offline.add_placement_arguments(parser, save=False)
         live.add_retry_arguments(parser)
         return parser
@@ -397,6 +398,13 @@ class Check(_PlanCommand):
         if path:
             # Fail before the check, not after it (nothing else done).
             textfile.check_writable(path)
+            if not metrics.written_here(textfile.read(path)):
+                raise errors.NvlinkError(
+                    '--prometheus-textfile %s: the file is there and is not '
+                    'a metrics file written by "openstack nvlink check" (no '
+                    '"# HELP %scheck_success" line); it is left as it is: '
+                    'name a new file or remove that one' % (
+                        path, metrics.PREFIX))
         if path and not path.endswith('.prom'):
             LOG.warning('%s does not end in .prom: the node exporter\'s '
                         'textfile collector will not read it', path)

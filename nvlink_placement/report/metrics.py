@@ -174,6 +174,19 @@ _LAST_SUCCESS_LINE = re.compile(
     r'^%s\s+([0-9.eE+-]+)\s*$' % re.escape(LAST_SUCCESS), re.MULTILINE)
 
 
+def written_here(text):
+    """Whether ``text`` may be replaced by a new :func:`render`.
+
+    True for a file :func:`render` wrote (it names
+    ``nvlink_placement_check_success`` in a HELP line) and for an empty
+    one; anything else is someone else's file.
+
+    :param text: the file's text, or None when there is none.
+    """
+    return (not (text or '').strip() or
+            ('\n# HELP %scheck_success ' % PREFIX) in '\n' + text)
+
+
 def last_success(text):
     """The last-success timestamp of an earlier file's ``text``, or None."""
     match = _LAST_SUCCESS_LINE.search(text or '')

@@ -573,6 +573,33 @@ class TestWording(base.BaseTestCase):
                       result.stderr)
         self.assertTrue(os.path.exists(path))
 
+    def test_prometheus_textfile_refuses_a_file_it_did_not_write(self):
+        path = os.path.join(self.tmp, 'other.prom')
+        theirs = '# HELP node_gpu_temp GPU temperature\nnode_gpu_temp 41\n'
+        with open(path, 'w') as f:
+            f.write(theirs)
+        args = ('nvlink', 'check', '--topology', fbase.H100_TOPOLOGY,
+                '--snapshot', fbase.H100_SNAPSHOT, '--prometheus-textfile',
+                path, '-f', 'value', '-c', 'drift')
+        result = cli.run(self, *args)
+        self.assertEqual(1, result.code, result.stderr)
+        self.assertIn('--prometheus-textfile %s: the file is there and is '
+                      'not a metrics file written by "openstack nvlink '
+                      'check"' % path, result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        with open(path) as f:
+            self.assertEqual(theirs, f.read())
+        # Its own file (and an empty one) it replaces.
+        os.unlink(path)
+        self.assertEqual(2, cli.run(self, *args).code)
+        with open(path) as f:
+            self.assertIn('# HELP nvlink_placement_check_success ', f.read())
+        self.assertEqual(2, cli.run(self, *args).code)
+        open(path, 'w').close()
+        self.assertEqual(2, cli.run(self, *args).code)
+        with open(path) as f:
+            self.assertIn('nvlink_placement_check_success 1', f.read())
+
 
 class TestNewcomerTrial(base.BaseTestCase):
     """What a newcomer's mistakes get: named arguments, files and options."""

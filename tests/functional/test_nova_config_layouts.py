@@ -152,13 +152,12 @@ class TestEntries(Base):
 
 KOLLA = ['nova/pairs-01/nova.conf', 'nova/hgx-01/nova.conf',
          'nova/hgx-02/nova.conf', 'nova/mig-01/nova.conf',
-         'nova/nova-compute.conf', 'nova/nova-api.conf',
+         'nova/nova-api.conf',
          'nova/nova-scheduler.conf', 'nova/nova-conductor.conf',
          'nova/nova-super-conductor.conf']
 OSA = ['host_vars/pairs-01.yml', 'host_vars/hgx-01.yml',
        'host_vars/hgx-02.yml', 'host_vars/mig-01.yml',
-       'group_vars/nova_api_os_compute.yml', 'group_vars/nova_scheduler.yml',
-       'group_vars/nova_conductor.yml']
+       'group_vars/nova_all.yml']
 CONFIG_DIR = ['hosts/%s/nova-compute.conf.d/nvlink-placement.conf' % h
               for h in fx.HOSTS] + [
     'services/%s.conf.d/nvlink-placement.conf' % s
@@ -233,7 +232,8 @@ class TestOutputDir(Base):
         with open(os.path.join(self.out, 'nova', 'hgx-02', 'nova.conf')) as f:
             text = f.read()
         self.assertNotIn('0000:9b:00.0', text)
-        self.assertNotIn('"product_id": "2330"}\n', text)
+        self.assertNotIn('device_spec = {"vendor_id": "10de", "product_id": '
+                         '"2330"}\n', text)
 
     def test_the_generic_entry_is_in_no_shared_file(self):
         for layout, files in (('kolla', KOLLA), ('config-dir', CONFIG_DIR),
@@ -251,8 +251,15 @@ class TestOutputDir(Base):
     def test_a_host_gone_from_the_topology_is_named_not_removed(self):
         self.assertEqual(0, self.write('openstack-ansible').code)
         gone = os.path.join(self.out, 'host_vars', 'old-09.yml')
+        # A file it wrote for a host since dropped (its mark on top).
+        with open(os.path.join(self.out, 'host_vars', 'hgx-01.yml')) as f:
+            text = f.read()
         with open(gone, 'w') as f:
-            f.write('nova_nova_conf_overrides: {}\n')
+            f.write(text)
+        # The operator's own file of another host is no host file of ours.
+        with open(os.path.join(self.out, 'host_vars', 'ctl-01.yml'),
+                  'w') as f:
+            f.write('container_address: 10.0.0.5\n')
         result = self.write('openstack-ansible', '-f', 'json')
         self.assertEqual(0, result.code, result.stderr)
         self.assertEqual(
@@ -306,3 +313,134 @@ class TestOutputDir(Base):
             self.assertEqual(3, result.code, args)
             self.assertIn(message, result.stderr, args)
         self.assertFalse(os.path.exists(self.out))
+
+
+class TestOperatorFiles(Base):
+    """What the operator already has in the output directory is kept."""
+
+    def setUp(self):
+        super().setUp()
+        self.out = os.path.join(self.tmp, 'deploy')
+        os.makedirs(self.out)
+
+    def put(self, relative, text):
+        path = os.path.join(self.out, *relative.split('/'))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'w') as f:
+            f.write(text)
+        return path
+
+    def write(self, layout, *args):
+        return self.nova_config('--output-dir', self.out, '--layout', layout,
+                                *args)
+
+    def assert_refused(self, layout, *messages):
+        before = sorted(os.listdir(self.out))
+        result = self.write(layout)
+        self.assertEqual((1, ''), (result.code, result.stdout),
+                         result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        for message in messages:
+            self.assertIn(message, result.stderr)
+        self.assertEqual(before, sorted(os.listdir(self.out)))
+        return result.stderr
+
+    def test_files_it_did_not_write_are_refused_by_name(self):
+        theirs = '[filter_scheduler]\nenabled_filters = ComputeFilter\n'
+        scheduler = self.put('nova/nova-scheduler.conf', theirs)
+        host = self.put('nova/hgx-01/nova.conf', '[DEFAULT]\ndebug = True\n')
+        self.assert_refused('kolla', 'nothing written: these files are '
+                            'already there and were not written by this '
+                            'command', '\n  %s\n  %s' % (host, scheduler))
+        with open(scheduler) as f:
+            self.assertEqual(theirs, f.read())
+        self.assertEqual(['nova-scheduler.conf', 'hgx-01'],
+                         os.listdir(os.path.join(self.out, 'nova')))
+        # An operator's host_vars file with the host's other variables.
+        hv = self.put('host_vars/hgx-02.yml', 'container_address: 10.0.0.7\n')
+        self.assert_refused('openstack-ansible', '\n  %s' % hv)
+
+    def test_kolla_old_name_in_the_operators_nova_conf(self):
+        self.put('nova.conf', '[pci]\npassthrough_whitelist = {"vendor_id": '
+                 '"10de", "product_id": "2330"}\n')
+        self.put('../globals.yml', 'nova_pci_passthrough_whitelist: []\n')
+        self.assert_refused(
+            'kolla', 'nova.conf: [pci] passthrough_whitelist: kolla-ansible '
+            'merges keys by name, so this old name stays beside each '
+            'host\'s device_spec and Nova reads it first',
+            '../globals.yml: nova_pci_passthrough_whitelist: kolla-ansible\'s'
+            ' nova.conf template writes it as [pci] passthrough_whitelist')
+
+    def test_kolla_keeps_the_operators_entries_aliases_and_filters(self):
+        nic = '{"vendor_id": "8086", "product_id": "154c"}'
+        alias = '{"name": "x710", "vendor_id": "8086", "product_id": "154c"}'
+        self.put('nova.conf', '[pci]\ndevice_spec = {"vendor_id": "10de", '
+                 '"product_id": "2330"}\ndevice_spec = %s\nalias = %s\n\n'
+                 '[filter_scheduler]\nenabled_filters = ComputeFilter,'
+                 'NUMATopologyFilter\n' % (nic, alias))
+        self.assertEqual(0, self.write('kolla').code)
+        with open(os.path.join(self.out, 'nova', 'pairs-01',
+                               'nova.conf')) as f:
+            host = f.read()
+        specs = [line for line in host.splitlines()
+                 if line.startswith('device_spec = ')]
+        self.assertEqual('device_spec = %s' % nic, specs[-1])
+        self.assertEqual('device_spec = {"vendor_id": "10de", "product_id": '
+                         '"2330"}', specs[-2])
+        self.assertEqual(1, host.count('device_spec = {"vendor_id": "10de", '
+                                       '"product_id": "2330"}\n'))
+        self.assertIn('alias = %s\n' % alias, host)
+        with open(os.path.join(self.out, 'nova', 'nova-scheduler.conf')) as f:
+            self.assertIn('enabled_filters = ComputeFilter,NUMATopologyFilter,'
+                          'PciPassthroughFilter\n', f.read())
+
+    def test_openstack_ansible_variables_that_would_win_are_refused(self):
+        self.put('user_variables.yml', 'nova_device_spec:\n  - \'{"devname":'
+                 ' "p1p1"}\'\nnova_scheduler_extra_filters: []\n')
+        self.put('group_vars/nova_compute.yml', 'nova_pci_alias: []\n')
+        self.put('openstack_user_config.yml', yaml.safe_dump({
+            'compute-infra_hosts': {'infra1': {'container_vars': {
+                'nova_nova_conf_overrides': {'DEFAULT': {'debug': True}}}}}}))
+        self.assert_refused(
+            'openstack-ansible',
+            'user_variables.yml: nova_device_spec: the user_*.yml files are '
+            'extra variables',
+            'user_variables.yml: nova_scheduler_extra_filters:',
+            'group_vars/nova_compute.yml: nova_pci_alias: Ansible would take '
+            'one of this file and group_vars/nova_all.yml whole',
+            'openstack_user_config.yml (compute-infra_hosts.infra1.'
+            'container_vars): nova_nova_conf_overrides: a host\'s variables '
+            'beat group_vars')
+
+    def test_a_second_run_keeps_the_first_runs_aliases(self):
+        for layout, path, read in (
+                ('kolla', 'nova/nova-api.conf', str),
+                ('config-dir',
+                 'services/nova-api.conf.d/nvlink-placement.conf', str),
+                ('openstack-ansible', 'group_vars/nova_all.yml',
+                 lambda t: '\n'.join(yaml.safe_load(t)['nova_pci_alias']))):
+            self.out = os.path.join(self.tmp, layout)
+            for alias in ('h100', 'h100-other'):
+                result = self.nova_config('--output-dir', self.out,
+                                          '--layout', layout, '--alias',
+                                          alias, '--host', 'hgx-01')
+                self.assertEqual(0, result.code, result.stderr)
+            with open(os.path.join(self.out, *path.split('/'))) as f:
+                text = read(f.read())
+            for alias in ('h100', 'h100-other'):
+                self.assertIn('{"name": "%s", "vendor_id": "10de", '
+                              '"product_id": "2330"}' % alias, text,
+                              (layout, alias))
+
+    def test_an_earlier_versions_files_are_removed_if_marked(self):
+        mark = ('# Written from the topology by "openstack nvlink nova-config '
+                '--layout openstack-ansible": do not edit.\n')
+        old = self.put('group_vars/nova_scheduler.yml',
+                       mark + 'nova_nova_conf_overrides: {}\n')
+        result = self.write('openstack-ansible', '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn('removed: %s' % old, result.stderr)
+        self.assertEqual({'file': old, 'layout': 'openstack-ansible',
+                          'host': None, 'service': '', 'status': 'removed'},
+                         json.loads(result.stdout)[-1])
+        self.assertFalse(os.path.exists(old))
