@@ -4,7 +4,8 @@ What it reads: the topology (and, for the as-configured model, a
 snapshot). What it writes: settings and the files deployment tools read.
 What it models: how Nova matches ``[pci] device_spec`` entries and what
 its nova-compute then reports to Placement. Pure logic, no I/O but
-:func:`.rollout.unreported` (one Placement read):
+:func:`.rollout.unreported` (one Placement read; the command reads the
+operator's files for :mod:`.keep`):
 
 - :mod:`.settings`: the Nova and Placement settings to pair with the
   reshaped tree and the flavors of :mod:`nvlink_placement.flavors`.
@@ -12,6 +13,9 @@ its nova-compute then reports to Placement. Pure logic, no I/O but
   traits Nova gives its provider.
 - :mod:`.layouts`: those settings as the files kolla-ansible,
   OpenStack-Ansible or oslo.config drop-in folders read.
+- :mod:`.keep`: what the operator already has in a deployment tool's
+  tree (their entries, aliases and filters, and which files this tool
+  wrote), from the texts of those files, for :mod:`.layouts`.
 - :mod:`.as_configured`: a snapshot as Nova reports it once it runs the
   printed entries.
 - :mod:`.rollout`: the rollout order, checked before flavors are

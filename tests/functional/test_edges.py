@@ -69,9 +69,9 @@ class TestIdenticallyWiredHosts(base.BaseTestCase):
             'kolla': ('nova/%s/nova.conf', fx.ini_entries),
             'config-dir': ('hosts/%s/nova-compute.conf.d/'
                            'nvlink-placement.conf', fx.ini_entries),
+            # The host's GPUs are the first value of nova_device_spec.
             'openstack-ansible': ('host_vars/%s.yml', lambda text: json.loads(
-                yaml.safe_load(text)['nova_nova_conf_overrides']['pci'][
-                    'device_spec'])),
+                yaml.safe_load(text)['nova_device_spec'][0])),
         }
         for layout, (pattern, read) in readers.items():
             out = os.path.join(self.tmp, layout)

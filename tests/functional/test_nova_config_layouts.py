@@ -421,9 +421,10 @@ class TestOperatorFiles(Base):
                  lambda t: '\n'.join(yaml.safe_load(t)['nova_pci_alias']))):
             self.out = os.path.join(self.tmp, layout)
             for alias in ('h100', 'h100-other'):
-                result = self.nova_config('--output-dir', self.out,
-                                          '--layout', layout, '--alias',
-                                          alias, '--host', 'hgx-01')
+                result = cli.run(self, 'nvlink', 'nova-config', '--topology',
+                                 fx.TOPOLOGY, '--output-dir', self.out,
+                                 '--layout', layout, '--alias', alias,
+                                 '--host', 'hgx-01')
                 self.assertEqual(0, result.code, result.stderr)
             with open(os.path.join(self.out, *path.split('/'))) as f:
                 text = read(f.read())
