@@ -75,13 +75,13 @@ class TestDeviceSpecLikeNova(test.NoDBTestCase):
                 self.assertEqual(spec is None, entry is None, where)
                 if spec is not None:
                     checked += 1
-                    ours = set(entry.traits())
+                    modelled = set(entry.traits())
                     if not LIVE_MIGRATABLE_TRAIT:
                         # Modelled on Nova 34 (see the module docstring).
-                        ours.discard('HW_PCI_LIVE_MIGRATABLE')
+                        modelled.discard('HW_PCI_LIVE_MIGRATABLE')
                     self.assertEqual(
                         pci_placement_translator._get_traits_for_dev(
-                            spec.tags), ours, where)
+                            spec.tags), modelled, where)
         return checked
 
     def test_nova_config_entries(self):
