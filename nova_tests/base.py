@@ -75,6 +75,7 @@ from nova.compute import pci_placement_translator
 from nova.scheduler.client import report
 from nova.scheduler import request_filter
 from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional import fixtures as func_fixtures
 from nova.tests.functional.libvirt import test_pci_in_placement
 import openstack
 import yaml
@@ -289,6 +290,18 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
     def _setup_services(self):
         self.flags(api_paste_config=API_PASTE, group='wsgi')
         super()._setup_services()
+
+    def useFixture(self, fixture):
+        """Keep Nova's Placement fixture as ``placement_fixture``.
+
+        Nova 33 and 34 do (``_IntegratedTestBase.setUp`` in
+        ``nova/tests/functional/integrated_helpers.py``); Nova 31 and 29
+        keep only its ``api``.
+        """
+        result = super().useFixture(fixture)
+        if isinstance(fixture, func_fixtures.PlacementFixture):
+            self.placement_fixture = fixture
+        return result
 
     def setUp(self):
         super().setUp()

@@ -104,8 +104,9 @@ class TestServers(base.NovaTestCase):
             "'[^:]+:\\d+(?:\\s*,\\s*[^:]+:\\d+)*'.). Upstream Nova accepts "
             "only alias:count in pci_passthrough:alias; the named-alias "
             "(alias:count:prefix) NVLink-domain flavors need a Nova with the "
-            "MOSK extension, or upstream Nova 34.0.0 with the nova-patches/ "
-            "series of nvlink-placement. On upstream Nova generate with "
+            "MOSK extension, or upstream Nova 29.4.0, 31.3.1, 33.0.2 or "
+            "34.0.0 with the nova-patches/ series of nvlink-placement. On "
+            "upstream Nova generate with "
             "--dialect upstream (1-GPU and whole-host flavors only). Flavor "
             "gpu.h100.2x, created by this run, was deleted again. Nothing "
             "else was written.", str(exc))
