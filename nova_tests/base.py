@@ -128,6 +128,37 @@ ROOT_REQUIRED = ('OWNER_NOVA,' if OWNER_FILTER else '') + (
     '!COMPUTE_STATUS_DISABLED')
 
 
+def matching_spec(dev_filter, dev):
+    """The first ``[pci] device_spec`` entry of ``dev_filter`` for ``dev``.
+
+    :param dev_filter: a ``nova.pci.whitelist.Whitelist``.
+    :param dev: dict of the device's PCI properties.
+    :returns: the ``PciDeviceSpec``, or None when none matches. Nova 31+
+        ``Whitelist.device_assignable`` returns it; Nova 29's returns a
+        bool, and ``get_devspec`` the entry (``nova/pci/whitelist.py``).
+    """
+    if not dev_filter.device_assignable(dev):
+        return None
+    return dev_filter.get_devspec(dev)
+
+
+def alias_from_config(test):
+    """``[pci] alias`` as the installed Nova parses it, read afresh.
+
+    Nova 31+ ``nova.pci.request.get_alias_from_config`` caches it (cleared
+    now and after ``test``); Nova 29 has the uncached
+    ``_get_alias_from_config``.
+    """
+    from nova.pci import request as pci_request
+    read = getattr(pci_request, 'get_alias_from_config', None) or (
+        pci_request._get_alias_from_config)
+    clear = getattr(read, 'cache_clear', None)
+    if clear is not None:
+        clear()
+        test.addCleanup(clear)
+    return read()
+
+
 def tool_nova():
     """The tool's model of the installed Nova (``--nova-release N``).
 
@@ -239,7 +270,7 @@ def member_traits(hosts=tuple(BOARDS)):
         for host, specs in device_specs(hosts).items():
             dev_filter = whitelist.Whitelist(specs)
             for address in BOARDS[host]:
-                spec = dev_filter.device_assignable({
+                spec = matching_spec(dev_filter, {
                     'vendor_id': VENDOR_ID, 'product_id': PRODUCT_ID,
                     'address': address, 'parent_addr': None,
                     'dev_type': 'type-PCI'})
@@ -341,8 +372,11 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
         with open(clouds, 'w') as f:
             yaml.safe_dump({'clouds': {name: {
                 'auth_type': 'admin_token',
+                # auth_token, not token: openstacksdk 4.4 and older (the
+                # 2025.1 and 2024.1 upper constraints) send "None" for an
+                # admin_token plugin's "token" from clouds.yaml.
                 'auth': {'endpoint': self.placement_fixture.endpoint,
-                         'token': token},
+                         'auth_token': token},
                 'compute_endpoint_override': api.base_url}}}, f)
         self.useFixture(fixtures.EnvironmentVariable(
             'OS_CLIENT_CONFIG_FILE', clouds))

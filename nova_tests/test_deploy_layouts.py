@@ -32,7 +32,6 @@ import sys
 import fixtures
 from nova.compute import pci_placement_translator
 import nova.conf.opts
-from nova.pci import request as pci_request
 from nova.pci import whitelist
 from oslo_config import cfg
 from oslotest import base
@@ -173,7 +172,7 @@ class TestDeployLayouts(base.BaseTestCase):
             gpus = dict(fx.MEMBER_TRAITS[host])
             gpus.update({a: None for a in fx.EXCLUDED.get(host, ())})
             for address, traits in gpus.items():
-                spec = specs.device_assignable({
+                spec = base.matching_spec(specs, {
                     'vendor_id': fx.VENDOR_ID, 'product_id': fx.PRODUCT_ID,
                     'address': address, 'parent_addr': None,
                     'dev_type': 'type-PCI'})
@@ -189,12 +188,10 @@ class TestDeployLayouts(base.BaseTestCase):
     def assert_alias(self, conf):
         self.useFixture(fixtures.MockPatch(
             'nova.pci.request.CONF', conf))
-        pci_request.get_alias_from_config.cache_clear()
-        self.addCleanup(pci_request.get_alias_from_config.cache_clear)
         self.assertEqual(
             {'h100': ('legacy', [{'vendor_id': fx.VENDOR_ID,
                                   'product_id': fx.PRODUCT_ID}])},
-            pci_request.get_alias_from_config())
+            base.alias_from_config(self))
 
     def test_kolla_merge_configs(self):
         custom = self.write_layout('kolla')

@@ -65,7 +65,7 @@ class TestDeviceSpecLikeNova(test.NoDBTestCase):
         checked = 0
         for address in ADDRESSES:
             for vendor, product in IDS:
-                spec = nova.device_assignable({
+                spec = base.matching_spec(nova, {
                     'vendor_id': vendor, 'product_id': product,
                     'address': address, 'parent_addr': None,
                     'dev_type': 'type-PCI'})
@@ -111,7 +111,7 @@ class TestDeviceSpecLikeNova(test.NoDBTestCase):
     def test_live_migratable_is_nova_34s(self):
         values = [json.dumps({'vendor_id': '15b3',
                               'live_migratable': 'yes'})]
-        spec = whitelist.Whitelist(values).device_assignable({
+        spec = base.matching_spec(whitelist.Whitelist(values), {
             'vendor_id': '15b3', 'product_id': '101e',
             'address': '0000:18:00.0', 'parent_addr': None,
             'dev_type': 'type-PCI'})
