@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Apply the patch series in this folder to an installed Nova 34.0.0.
+# Apply the patch series for the installed Nova's release.
 #
 #   apply.sh [--check | --reverse] [SITE_PACKAGES]
 #
 # SITE_PACKAGES is the folder that holds the installed "nova" package
-# (default: where the python3 on PATH finds it). The patches are applied
-# with "patch -p1 -d SITE_PACKAGES" in the order of the "series" file.
+# (default: where the python3 on PATH finds it). Each subfolder of this
+# folder is the series of one OpenStack release, named by it (2024.1 ...),
+# for the Nova version in its "nova-version" file; the one for the
+# installed Nova's version is applied with "patch -p1 -d SITE_PACKAGES"
+# in the order of its "series" file.
 #
 #   (none)     apply every patch not applied yet; already applied patches
 #              are left as they are, so running it twice changes nothing
@@ -13,9 +16,9 @@
 #              exit 0 when the whole series is applied, 3 otherwise
 #   --reverse  remove the series again (last patch first)
 #
-# Refuses (exit 2, nothing written) a Nova other than 34.0.0, and a tree
-# where a patch neither applies nor is applied already (the whole series
-# is tried on a scratch copy first).
+# Refuses (exit 2, nothing written) a Nova version no subfolder is for
+# (naming those it has), and a tree where a patch neither applies nor is
+# applied already (the whole series is tried on a scratch copy first).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,7 +26,7 @@ mode=apply
 case "${1:-}" in
     --check) mode=check; shift ;;
     --reverse) mode=reverse; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "apply.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 python="${PYTHON:-python3}"
@@ -47,8 +50,17 @@ fi
 [ -f "$site/nova/__init__.py" ] || fail "$site holds no nova package"
 
 version="$(sed -n 's/^Version: //p' "$site"/nova-*.dist-info/METADATA 2>/dev/null | head -n1)"
-[ "$version" = "34.0.0" ] || \
-    fail "$site has nova ${version:-of unknown version}; this series is for nova 34.0.0 only, nothing is written"
+series_dir=
+known=()
+for dir in "$here"/*/; do
+    [ -f "$dir/nova-version" ] || continue
+    known+=("$(basename "$dir") (nova $(cat "$dir/nova-version"))")
+    [ "$(cat "$dir/nova-version")" = "$version" ] && series_dir="${dir%/}"
+done
+[ -n "$series_dir" ] || \
+    fail "$site has nova ${version:-of unknown version}; there is a series only for $(IFS=,; echo "${known[*]}" | sed 's/,/, /g'); nothing is written"
+echo "apply.sh: nova $version: series $(basename "$series_dir")" >&2
+here="$series_dir"
 
 mapfile -t patches < <(grep -v '^\s*\(#\|$\)' "$here/series")
 [ ${#patches[@]} -gt 0 ] || fail "$here/series lists no patch"
@@ -116,7 +128,7 @@ if [ "$mode" = apply ]; then
     for ((i=count; i<${#patches[@]}; i++)); do
         patch -p1 -s -f -N -d "$scratch/tree" < "$here/${patches[i]}" \
             >"$scratch/log" 2>&1 || \
-            fail "${patches[i]} does not apply to $site (a modified nova 34.0.0?); nothing is written:
+            fail "${patches[i]} does not apply to $site (a modified nova $version?); nothing is written:
 $(cat "$scratch/log")"
     done
     for ((i=0; i<${#patches[@]}; i++)); do

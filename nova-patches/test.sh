@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run the Nova unit tests listed in "unit-tests" against the installed
-# (patched) Nova, with the python3 on PATH (or $PYTHON).
+# Run the Nova unit tests listed in the "unit-tests" file of the installed
+# Nova's series (the subfolder whose "nova-version" is that Nova's
+# version) against the installed (patched) Nova, with the python3 on PATH
+# (or $PYTHON).
 #
 #   test.sh [--subunit] [ARGS...]
 #
@@ -14,7 +16,13 @@ if [ "${1:-}" = --subunit ]; then
     runner=subunit.run
     shift
 fi
-mapfile -t tests < <(grep -v '^\s*\(#\|$\)' "$here/unit-tests")
+version="$("$python" -c 'import importlib.metadata as m; print(m.version("nova"))')"
+list=
+for dir in "$here"/*/; do
+    [ "$(cat "$dir/nova-version" 2>/dev/null)" = "$version" ] && list="$dir/unit-tests"
+done
+[ -n "$list" ] || { echo "test.sh: no series for nova $version" >&2; exit 2; }
+mapfile -t tests < <(grep -v '^\s*\(#\|$\)' "$list")
 # Outside the repository: its folders must not shadow installed packages.
 cd /
 exec "$python" -m "$runner" "$@" "${tests[@]}"

@@ -56,6 +56,8 @@ alone is 3 times slower with 9 entries than with 1.
 """
 
 import contextlib
+import importlib.metadata
+import inspect
 import json
 import os
 import re
@@ -68,12 +70,17 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from nova.api import auth as nova_auth
+from nova.api.openstack import api_version_request
+from nova.compute import pci_placement_translator
 from nova.scheduler.client import report
+from nova.scheduler import request_filter
 from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional import fixtures as func_fixtures
 from nova.tests.functional.libvirt import test_pci_in_placement
 import openstack
 import yaml
 
+from nvlink_placement.flavors import release
 from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import snapshot_api
@@ -91,8 +98,75 @@ BOARDS = {'compute-01': novalike.BOARD1, 'compute-02': novalike.BOARD2}
 DEVICE_SPEC = ('pci', 'device_spec')
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), 'etc', 'examples')
-# Nova 34's own traits on a PCI provider (pci_placement_translator).
-PCI_TRAITS = ('COMPUTE_MANAGED_PCI_DEVICE', 'OWNER_NOVA')
+
+# -- what differs between the Nova releases this suite runs on -----------
+# The suite runs on Nova 34.0.0 (tox -e nova) and on the newest wheel of
+# 29 (2024.1), 31 (2025.1) and 33 (2026.1) (tox -e nova-<release>). The
+# facts that differ are read here from the installed Nova's own code:
+#
+# - NOVA_RELEASE: the installed wheel's major version.
+# - OWNER_FILTER: nova/scheduler/request_filter.py has owner_nova_filter
+#   (new in Nova 34): root_required and every PCI group ask for OWNER_NOVA.
+# - OWNER_REPORTED: a Nova 34 nova-compute puts OWNER_NOVA on its compute
+#   node provider (nova/compute/resource_tracker.py _get_traits) and on
+#   every PCI provider (nova/compute/pci_placement_translator.py); 33 and
+#   older put neither (read: does the translator's source name it). Both
+#   come with service version 73; kept apart to say which test needs
+#   which.
+# - MAX_MICROVERSION: nova/api/openstack/api_version_request.py
+#   _MAX_API_VERSION, what flavor verify reads to name the release.
+NOVA_RELEASE = int(importlib.metadata.version('nova').split('.')[0])
+OWNER_FILTER = hasattr(request_filter, 'owner_nova_filter')
+OWNER_REPORTED = 'OWNER_NOVA' in inspect.getsource(pci_placement_translator)
+MAX_MICROVERSION = api_version_request._MAX_API_VERSION
+# The installed Nova's own traits on a PCI provider
+# (pci_placement_translator).
+PCI_TRAITS = ('COMPUTE_MANAGED_PCI_DEVICE',) + (
+    ('OWNER_NOVA',) if OWNER_REPORTED else ())
+# root_required of the installed Nova's allocation candidates query.
+ROOT_REQUIRED = ('OWNER_NOVA,' if OWNER_FILTER else '') + (
+    '!COMPUTE_STATUS_DISABLED')
+
+
+def matching_spec(dev_filter, dev):
+    """The first ``[pci] device_spec`` entry of ``dev_filter`` for ``dev``.
+
+    :param dev_filter: a ``nova.pci.whitelist.Whitelist``.
+    :param dev: dict of the device's PCI properties.
+    :returns: the ``PciDeviceSpec``, or None when none matches. Nova 31+
+        ``Whitelist.device_assignable`` returns it; Nova 29's returns a
+        bool, and ``get_devspec`` the entry (``nova/pci/whitelist.py``).
+    """
+    if not dev_filter.device_assignable(dev):
+        return None
+    return dev_filter.get_devspec(dev)
+
+
+def alias_from_config(test):
+    """``[pci] alias`` as the installed Nova parses it, read afresh.
+
+    Nova 31+ ``nova.pci.request.get_alias_from_config`` caches it (cleared
+    now and after ``test``); Nova 29 has the uncached
+    ``_get_alias_from_config``.
+    """
+    from nova.pci import request as pci_request
+    read = getattr(pci_request, 'get_alias_from_config', None) or (
+        pci_request._get_alias_from_config)
+    clear = getattr(read, 'cache_clear', None)
+    if clear is not None:
+        clear()
+        test.addCleanup(clear)
+    return read()
+
+
+def tool_nova():
+    """The tool's model of the installed Nova (``--nova-release N``).
+
+    What ``flavor verify --nova-release <NOVA_RELEASE>`` builds its query
+    for; the tests compare that query with the one the installed Nova's
+    scheduler code sends.
+    """
+    return release.choose(release=NOVA_RELEASE)
 
 
 def numa_node(module):
@@ -183,7 +257,6 @@ def member_traits(hosts=tuple(BOARDS)):
 
     :returns: dict Nova PCI RP name -> sorted tuple of its member traits.
     """
-    from nova.compute import pci_placement_translator
     from nova.pci import utils
     from nova.pci import whitelist
     found = {}
@@ -197,7 +270,7 @@ def member_traits(hosts=tuple(BOARDS)):
         for host, specs in device_specs(hosts).items():
             dev_filter = whitelist.Whitelist(specs)
             for address in BOARDS[host]:
-                spec = dev_filter.device_assignable({
+                spec = matching_spec(dev_filter, {
                     'vendor_id': VENDOR_ID, 'product_id': PRODUCT_ID,
                     'address': address, 'parent_addr': None,
                     'dev_type': 'type-PCI'})
@@ -209,7 +282,7 @@ def member_traits(hosts=tuple(BOARDS)):
 
 
 def pci_traits(member=()):
-    """What Nova 34 gives a PCI provider: its own traits and ``member``."""
+    """What the installed Nova gives a PCI provider: its traits, ``member``."""
     return sorted(set(PCI_TRAITS) | set(member))
 
 
@@ -249,6 +322,18 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
         self.flags(api_paste_config=API_PASTE, group='wsgi')
         super()._setup_services()
 
+    def useFixture(self, fixture):
+        """Keep Nova's Placement fixture as ``placement_fixture``.
+
+        Nova 33 and 34 do (``_IntegratedTestBase.setUp`` in
+        ``nova/tests/functional/integrated_helpers.py``); Nova 31 and 29
+        keep only its ``api``.
+        """
+        result = super().useFixture(fixture)
+        if isinstance(fixture, func_fixtures.PlacementFixture):
+            self.placement_fixture = fixture
+        return result
+
     def setUp(self):
         super().setUp()
         self.flags(group='filter_scheduler', pci_in_placement=True)
@@ -287,8 +372,11 @@ class NovaTestCase(test_pci_in_placement.PlacementPCIReportingTests):
         with open(clouds, 'w') as f:
             yaml.safe_dump({'clouds': {name: {
                 'auth_type': 'admin_token',
+                # auth_token, not token: openstacksdk 4.4 and older (the
+                # 2025.1 and 2024.1 upper constraints) send "None" for an
+                # admin_token plugin's "token" from clouds.yaml.
                 'auth': {'endpoint': self.placement_fixture.endpoint,
-                         'token': token},
+                         'auth_token': token},
                 'compute_endpoint_override': api.base_url}}}, f)
         self.useFixture(fixtures.EnvironmentVariable(
             'OS_CLIENT_CONFIG_FILE', clouds))

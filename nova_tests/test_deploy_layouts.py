@@ -44,7 +44,6 @@ import sys
 import fixtures
 from nova.compute import pci_placement_translator
 import nova.conf.opts
-from nova.pci import request as pci_request
 from nova.pci import whitelist
 from oslo_config import cfg
 from oslotest import base
@@ -300,7 +299,7 @@ class TestDeployLayouts(base.BaseTestCase):
             gpus = dict(fx.MEMBER_TRAITS[host])
             gpus.update({a: None for a in fx.EXCLUDED.get(host, ())})
             for address, traits in gpus.items():
-                spec = specs.device_assignable({
+                spec = base.matching_spec(specs, {
                     'vendor_id': fx.VENDOR_ID, 'product_id': fx.PRODUCT_ID,
                     'address': address, 'parent_addr': None,
                     'dev_type': 'type-PCI'})
@@ -315,13 +314,9 @@ class TestDeployLayouts(base.BaseTestCase):
 
     def assert_alias(self, conf, **expected):
         """Nova's aliases from ``conf``: ``expected`` (default: h100)."""
-        with fixtures.MockPatch('nova.pci.request.CONF', conf):
-            pci_request.get_alias_from_config.cache_clear()
-            try:
-                found = pci_request.get_alias_from_config()
-            finally:
-                pci_request.get_alias_from_config.cache_clear()
-        self.assertEqual(expected or {'h100': H100_ALIAS}, found)
+        self.useFixture(fixtures.MockPatch('nova.pci.request.CONF', conf))
+        self.assertEqual(expected or {'h100': H100_ALIAS},
+                         base.alias_from_config(self))
 
     def kolla_merge(self, custom):
         out = os.path.join(self.tmp, 'merged')

@@ -133,7 +133,7 @@ class TestMemberTraits(base.NovaTestCase):
         def gpu_sets(spec):
             return self.gpu_sets(request.build(
                 request.flavor_from_dict(spec.as_dict()),
-                aliases).querystring)
+                aliases, nova=base.tool_nova()).querystring)
 
         def domains(host, size):
             return {frozenset(host.gpu_provider_name(a) for a in g.members)

@@ -21,7 +21,6 @@ from nova.api.validation.extra_specs import validators
 from nova.compute import pci_placement_translator
 import nova.conf.opts
 from nova import exception
-from nova.pci import request as pci_request
 from nova.pci import whitelist
 from nova import test
 from oslo_config import cfg
@@ -206,12 +205,10 @@ class TestNovaConfig(test.NoDBTestCase):
         self.flags(alias=[values[('pci', 'alias')]],
                    device_spec=base.generic_device_spec(), group='pci')
         self.flags(pci_in_placement=True, group='filter_scheduler')
-        pci_request.get_alias_from_config.cache_clear()
-        self.addCleanup(pci_request.get_alias_from_config.cache_clear)
         self.assertEqual(
             {base.ALIAS: ('legacy', [{'vendor_id': base.VENDOR_ID,
                                       'product_id': base.PRODUCT_ID}])},
-            pci_request.get_alias_from_config())
+            base.alias_from_config(self))
         specs = whitelist.Whitelist(nova.conf.CONF.pci.device_spec).specs
         self.assertEqual(1, len(specs))
         self.assertTrue(specs[0].match({
@@ -233,14 +230,12 @@ class TestNovaConfig(test.NoDBTestCase):
         self.flags(alias=[r.value for r in rows if r.option == 'alias'],
                    group='pci')
         self.flags(pci_in_placement=True, group='filter_scheduler')
-        pci_request.get_alias_from_config.cache_clear()
-        self.addCleanup(pci_request.get_alias_from_config.cache_clear)
         self.assertEqual(
             {'h100': ('legacy', [{'vendor_id': '10de',
                                   'product_id': '2330'}]),
              'b200': ('legacy', [{'vendor_id': '10de',
                                   'product_id': '2901'}])},
-            pci_request.get_alias_from_config())
+            base.alias_from_config(self))
         self.useFixture(fixtures.MockPatch(
             'nova.pci.utils.is_physical_function', return_value=False))
         specs = novaconfig.host_device_specs(rows, ['b200-01'])['b200-01']
@@ -291,7 +286,7 @@ class TestNovaConfig(test.NoDBTestCase):
             self.flags(device_spec=specs, group='pci')
             dev_filter = whitelist.Whitelist(nova.conf.CONF.pci.device_spec)
             for address in base.BOARDS[host]:
-                spec = dev_filter.device_assignable({
+                spec = base.matching_spec(dev_filter, {
                     'vendor_id': base.VENDOR_ID,
                     'product_id': base.PRODUCT_ID, 'address': address,
                     'parent_addr': None, 'dev_type': 'type-PCI'})

@@ -111,7 +111,7 @@ class TestNvlinkBoots(base.NovaTestCase):
         aliases = request.parse_alias_config('[%s]' % ','.join(
             values('pci', 'alias')))
         return request.build(request.flavor_from_dict(self.flavors[size]),
-                             aliases).querystring
+                             aliases, nova=base.tool_nova()).querystring
 
     # -- what the cloud did ------------------------------------------------
 

@@ -77,7 +77,8 @@ class TestChoiceRule(base.NovaTestCase):
                 memory_mb=flavor['ram'], disk=flavor['disk'], ephemeral=0,
                 extra_spec=flavor['extra_specs'])
             self.flavors[size] = (flavor, request.build(
-                request.flavor_from_dict(flavor), aliases))
+                request.flavor_from_dict(flavor), aliases,
+                nova=base.tool_nova()))
 
     def names(self):
         return {uuid: name for name, (uuid, _) in self.providers().items()}

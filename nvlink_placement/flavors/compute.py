@@ -168,8 +168,9 @@ def _refusal(spec, detail, created, written):
         message += (
             ' Upstream Nova accepts only alias:count in %s; the named-alias '
             '(alias:count:prefix) NVLink-domain flavors need a Nova with '
-            'the MOSK extension, or upstream Nova 34.0.0 with the '
-            'nova-patches/ series of nvlink-placement. On upstream Nova '
+            'the MOSK extension, or upstream Nova 29.4.0, 31.3.1, 33.0.2 '
+            'or 34.0.0 with the nova-patches/ series of nvlink-placement. '
+            'On upstream Nova '
             'generate with --dialect upstream (1-GPU and whole-host flavors '
             'only).'
             % generate.ALIAS_KEY)

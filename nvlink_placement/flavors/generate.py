@@ -76,8 +76,8 @@ UPSTREAM_REASON = (
     'get GPUs from different domains. Upstream can express only 1-GPU and '
     'whole-host flavors; use --dialect mosk with a Nova that has the '
     'named-alias extension (alias:count:prefix, placement:same_subtree): '
-    'MOSK, or upstream Nova 34.0.0 with the nova-patches/ series of '
-    'nvlink-placement.')
+    'MOSK, or upstream Nova 29.4.0, 31.3.1, 33.0.2 or 34.0.0 with the '
+    'nova-patches/ series of nvlink-placement.')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -160,11 +160,11 @@ class GenerateFlavors(commands.OwnOutput, commands.Lister):
     Placement has yet (nova-compute has not got nova-config's device_spec
     entries): the rollout order is Nova entries, member traits seen by
     check, reshape, flavors; --skip-member-trait-check overrides.
-    The mosk dialect runs on MOSK's Nova, or on upstream Nova 34.0.0 with
-    this project's nova-patches/ series; to check which Nova a cloud has,
-    run --apply (it stops at the first named-alias flavor a Nova without
-    the extension refuses, and deletes it again) or nova-patches/apply.sh
-    --check on the Nova hosts.
+    The mosk dialect runs on MOSK's Nova, or on upstream Nova 29.4.0,
+    31.3.1, 33.0.2 or 34.0.0 with this project's nova-patches/ series; to
+    check which Nova a cloud has, run --apply (it stops at the first
+    named-alias flavor a Nova without the extension refuses, and deletes
+    it again) or nova-patches/apply.sh --check on the Nova hosts.
     """
 
     auth_required = False

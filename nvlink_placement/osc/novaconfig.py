@@ -69,9 +69,9 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
     files of a deployment tool, each host's complete device_spec list in the
     order Nova needs after that tool's merge. The settings are upstream Nova
     34's; the mosk-dialect flavors also need Nova's named PCI alias groups
-    (MOSK, or upstream Nova 34.0.0 with this project's nova-patches/ series,
-    whose [filter_scheduler] allow_pci_traits_in_flavor lets flavors add traits
-    to those groups).
+    (MOSK, or upstream Nova 29.4.0, 31.3.1, 33.0.2 or 34.0.0 with this
+    project's nova-patches/ series, whose [filter_scheduler]
+    allow_pci_traits_in_flavor lets flavors add traits to those groups).
     """
 
     auth_required = False

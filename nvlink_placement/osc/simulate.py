@@ -9,6 +9,7 @@ from nvlink_placement.flavors import aliases as aliases_mod
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import servers as servers_mod
+from nvlink_placement.flavors import verify
 from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.osc import commands
 from nvlink_placement.osc import flavor as flavor_cmd
@@ -398,6 +399,14 @@ class Defrag(commands.OwnOutput, commands.Lister):
                 {request.build(f, aliases).size: f for f in flavors},
                 alias.name).values())
         queries = [request.build(f, aliases, nova=nova) for f in flavors]
+
+        def detected(client):
+            # The owner filter as nova-scheduler applies it: off when a
+            # compute node provider lacks OWNER_NOVA (Nova 33 and older,
+            # or a cloud mid-upgrade); see release.choose.
+            found = release.choose(None, release.AUTO, nodes_without_owner=(
+                verify.compute_nodes_without_owner(client)))
+            return [request.build(f, aliases, nova=found) for f in flavors]
         if not any(q.size == parsed_args.size for q in queries):
             raise errors.NvlinkError(
                 '%s: no flavor of %d GPUs (sizes: %s): the freed domains are '
@@ -407,7 +416,7 @@ class Defrag(commands.OwnOutput, commands.Lister):
         plan = dict(limit=parsed_args.search_steps)
         if parsed_args.snapshot:
             with offline.placement(self.app, parsed_args) as client:
-                advice = defrag.advise(client, hosts, queries,
+                advice = defrag.advise(client, hosts, detected(client),
                                        parsed_args.size, parsed_args.count,
                                        **plan)
         else:
@@ -420,7 +429,7 @@ class Defrag(commands.OwnOutput, commands.Lister):
             plan['nova_flavors'] = self.nova_flavors(parsed_args)
             from nvlink_placement.placement import embedded
             with embedded.EmbeddedPlacement(document) as client:
-                advice = defrag.advise(client, hosts, queries,
+                advice = defrag.advise(client, hosts, detected(client),
                                        parsed_args.size, parsed_args.count,
                                        **plan)
         for line in advice.notes:
