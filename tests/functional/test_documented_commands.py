@@ -90,6 +90,14 @@ CLASSIFIED = {
     '--top-dir ./ run': (
         INSTALL, 'patches Nova in site-packages and runs the patched-Nova '
         'suite (tox -e nova-patched)'),
+    'python3 -m venv .venv-2026.1 && . .venv-2026.1/bin/activate && pip '
+    'install -e . -r requirements.txt -r test-requirements.txt -r '
+    'nova_tests/requirements-2026.1.txt': (
+        INSTALL, "creates the 2026.1 virtualenv with that release's Nova "
+        'and Placement (tox -e nova-2026.1)'),
+    'stestr --test-path ./nova_tests --top-dir ./ run': (
+        SUITE, 'the real-Nova suite in the release virtualenv (tox -e '
+        'nova-2026.1)'),
     'stestr --test-path ./ansible_tests --top-dir ./ run': (
         SUITE, 'the ansible suite (tox -e ansible)'),
     'stestr --test-path ./prometheus_tests --top-dir ./ run': (
@@ -125,6 +133,12 @@ CLASSIFIED = {
         'Manager) as root; run for real on fake hosts by ansible_tests/'),
 }
 """Documented commands the test does not run, each with its reason."""
+
+UNSAFE = re.compile(r'(^|[\s;&|(])(pip3?|apt-get|apt|dpkg|tox|stestr|'
+                    r'systemctl|sudo|kolla-ansible|openstack-ansible|'
+                    r'nova-patches/apply\.sh)(\s|$)')
+"""Commands never run unless classified: an unlisted one fails the test
+before it runs (a new install step must not install in the test)."""
 
 NOT_COMMANDS = {
     # a block's first line: why it is no command
@@ -384,6 +398,10 @@ class TestDocumentedCommands(base.BaseTestCase):
             where = '%s:%d: %s' % (os.path.relpath(path, fbase.ROOT), line,
                                    command)
             entry = CLASSIFIED.get(normalized(command))
+            self.assertFalse(
+                entry is None and UNSAFE.search(command),
+                '%s: installs, runs a suite or acts on a host: classify it '
+                'in CLASSIFIED (not run)' % where)
             expect_failure = False
             if entry:
                 if len(entry) < 3 and entry[0] != KNOWN_FAILING:
