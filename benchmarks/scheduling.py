@@ -77,6 +77,7 @@ import reshape_scale  # noqa: E402
 import rst  # noqa: E402
 
 from nvlink_placement.flavors import generate  # noqa: E402
+from nvlink_placement.flavors import inputs  # noqa: E402
 from nvlink_placement.flavors import request as request_mod  # noqa: E402
 from nvlink_placement.flavors import verify  # noqa: E402
 from nvlink_placement.novaconfig import as_configured  # noqa: E402
@@ -206,7 +207,7 @@ def flavors_by_layout(topology):
         flat['extra_specs'] = {generate.ALIAS_KEY: '%s:%d' % (ALIAS,
                                                               spec.size)}
         for layout, flavor in zip(LAYOUTS, (member, today, flat)):
-            out[layout].append(request_mod.flavor_from_dict(flavor))
+            out[layout].append(inputs.flavor_from_dict(flavor))
     return out
 
 

@@ -237,7 +237,7 @@ def check(request, hosts, body, providers, free, eligible, only=False,
             providers.setdefault(rp_uuid, (rp_uuid, rp_uuid))
     by_name = {name: uuid for uuid, (name, _) in providers.items()}
     results = {h.name: HostResult(h.name) for h in hosts}
-    models = {request_mod.gpu_class(h.gpus[a]) for h in list(hosts) +
+    models = {aliases.gpu_class(h.gpus[a]) for h in list(hosts) +
               list(others) for a in h.usable()}
     if rc in models and len(models) > 1:
         # Several GPU models: a host's domains of this alias are those of
@@ -358,7 +358,7 @@ def _other_class(request, host):
     From the topology: every usable GPU of the host has a known resource
     class (host inspection's ids), none of them the alias' one.
     """
-    found = {request_mod.gpu_class(host.gpus[a]) for a in host.usable()}
+    found = {aliases.gpu_class(host.gpus[a]) for a in host.usable()}
     if not found or None in found or request.alias.resource_class in found:
         return None
     return ('%s has no GPU of resource class %s (its GPUs are %s): not a '

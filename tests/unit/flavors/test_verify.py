@@ -13,6 +13,7 @@ from oslotest import base
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import client as pc
@@ -54,7 +55,7 @@ def summaries(used=()):
 def pair_request(limit=1000):
     spec = [f for f in generate.generate(HOSTS, 'h100').flavors
             if f.size == 2][0]
-    return request.build(request.flavor_from_dict(spec.as_dict()),
+    return request.build(inputs.flavor_from_dict(spec.as_dict()),
                          {'h100': request.Alias('h100', RC)}, limit)
 
 
@@ -230,7 +231,7 @@ class TestMeshCheck(base.BaseTestCase):
                                for i, a in enumerate(DGX1)})
         spec = [f for f in generate.generate(self.hosts, 'v100').flavors
                 if f.size == 2][0]
-        self.request = request.build(request.flavor_from_dict(
+        self.request = request.build(inputs.flavor_from_dict(
             spec.as_dict()), {'v100': request.Alias('v100', RC)})
 
     def check(self, *pairs, free=range(8)):
