@@ -14,8 +14,10 @@ Pure logic, no I/O except in :mod:`.inputs` (the operator's files),
 - :mod:`.release`: what differs in that query between Nova releases
   (``root_required``, Nova 34's owner filter), and how a live cloud
   tells its release.
-- :mod:`.verify`: run that query and check every allocation request
-  against the topology's NVLink domains.
+- :mod:`.judge`: check every allocation request of that query's answer
+  against the topology's NVLink domains (pure).
+- :mod:`.verify`: run that query and read from Placement what
+  :mod:`.judge` needs.
 - :mod:`.compute`: create or update flavors through the compute API
   (extra specs at microversion 2.86, validated by Nova).
 

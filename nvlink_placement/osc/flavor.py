@@ -14,6 +14,7 @@ from nvlink_placement.flavors import aliases
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
 from nvlink_placement.flavors import inputs
+from nvlink_placement.flavors import judge
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import servers
@@ -537,7 +538,7 @@ class VerifyFlavors(commands.Lister):
             for problem in result.problems:
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
-        return display.long_columns(parsed_args, 'query', verify.COLUMNS + (
+        return display.long_columns(parsed_args, 'query', judge.COLUMNS + (
             'status',), [row + (status,) for r in results
                          for row, status in zip(r.rows(), _statuses(r))])
 
