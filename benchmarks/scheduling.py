@@ -36,7 +36,7 @@ The query is the exact one Nova 34 sends (``flavor verify``'s model,
 A query that times out is reported as ``> timeout`` and the server is
 replaced by a fresh one (gunicorn would still be computing it). Each
 answer is judged with ``flavor verify``'s check
-(:func:`nvlink_placement.flavors.verify.check`): candidates, distinct GPU
+(:func:`nvlink_placement.flavors.judge.check`): candidates, distinct GPU
 sets, duplicates (candidates repeating a set already in the answer), sets
 that are not one NVLink domain, and hosts reached against the hosts that
 have a free domain of the flavor's size (at most ``limit``).
@@ -77,8 +77,9 @@ import reshape_scale  # noqa: E402
 import rst  # noqa: E402
 
 from nvlink_placement.flavors import generate  # noqa: E402
+from nvlink_placement.flavors import inputs  # noqa: E402
+from nvlink_placement.flavors import judge as judge_mod  # noqa: E402
 from nvlink_placement.flavors import request as request_mod  # noqa: E402
-from nvlink_placement.flavors import verify  # noqa: E402
 from nvlink_placement.novaconfig import as_configured  # noqa: E402
 from nvlink_placement.placement import embedded  # noqa: E402
 from nvlink_placement.placement import nova_tree  # noqa: E402
@@ -206,7 +207,7 @@ def flavors_by_layout(topology):
         flat['extra_specs'] = {generate.ALIAS_KEY: '%s:%d' % (ALIAS,
                                                               spec.size)}
         for layout, flavor in zip(LAYOUTS, (member, today, flat)):
-            out[layout].append(request_mod.flavor_from_dict(flavor))
+            out[layout].append(inputs.flavor_from_dict(flavor))
     return out
 
 
@@ -404,8 +405,8 @@ def judge(req, body, hosts, document, reachable):
             for rp, a in c['allocations'].items() if RC in a['resources']}
     free = {p['uuid'] for p in document['resource_providers']
             if RC in p['inventories'] and p['uuid'] not in used}
-    result = verify.check(req, hosts, body, providers, free, None,
-                          only=True)
+    result = judge_mod.check(req, hosts, body, providers, free, None,
+                             only=True)
     candidates = sum(h.candidates for h in result.hosts)
     valid = sum(len(h.valid) for h in result.hosts)
     invalid = sum(len(h.invalid) for h in result.hosts)

@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from nvlink_placement.flavors import generate  # noqa: E402
+from nvlink_placement.flavors import inputs  # noqa: E402
 from nvlink_placement.flavors import release  # noqa: E402
 from nvlink_placement.flavors import request  # noqa: E402
 from nvlink_placement.novaconfig import as_configured  # noqa: E402
@@ -99,7 +100,7 @@ def main():
     topo = topology(args.hosts)
     hosts = list(topo.hosts.values())
     load = workload(args.hosts, args.events, args.seed)
-    ours = [request.flavor_from_dict(f.as_dict()) for f in generate.generate(
+    ours = [inputs.flavor_from_dict(f.as_dict()) for f in generate.generate(
         hosts, 'h100', sizes=[1, 2, 4]).flavors]
     aliases = {'h100': request.Alias('h100', RC)}
     nova = release.choose(None, release.AUTO)

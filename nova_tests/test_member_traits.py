@@ -23,6 +23,7 @@ import json
 
 from nova_tests import base
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.topology import loader
 
@@ -123,7 +124,7 @@ class TestMemberTraits(base.NovaTestCase):
 
         topology = loader.load(self.topology(HOSTS))
         hosts = list(topology.hosts.values())
-        aliases = request.parse_alias_config(
+        aliases = inputs.parse_alias_config(
             base.nova_config()[('pci', 'alias')])
         # Sized to fit Nova's fake libvirt host.
         flavors = generate.generate(hosts, base.ALIAS, vcpus_per_gpu=1,
@@ -132,7 +133,7 @@ class TestMemberTraits(base.NovaTestCase):
 
         def gpu_sets(spec):
             return self.gpu_sets(request.build(
-                request.flavor_from_dict(spec.as_dict()),
+                inputs.flavor_from_dict(spec.as_dict()),
                 aliases, nova=base.tool_nova()).querystring)
 
         def domains(host, size):

@@ -22,6 +22,7 @@ from nova_tests import base
 from nova_tests import series
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.novaconfig import settings as novaconfig
 from nvlink_placement.topology import loader
@@ -108,9 +109,9 @@ class TestNvlinkBoots(base.NovaTestCase):
                     if f['name'] == name)
 
     def tool_query(self, size):
-        aliases = request.parse_alias_config('[%s]' % ','.join(
+        aliases = inputs.parse_alias_config('[%s]' % ','.join(
             values('pci', 'alias')))
-        return request.build(request.flavor_from_dict(self.flavors[size]),
+        return request.build(inputs.flavor_from_dict(self.flavors[size]),
                              aliases, nova=base.tool_nova()).querystring
 
     # -- what the cloud did ------------------------------------------------

@@ -25,6 +25,7 @@ from nova_tests import base
 from nova_tests import series
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.topology import loader
 
@@ -47,7 +48,7 @@ class TestResourceRequest(base.NovaTestCase):
         self.reshape(HOSTS)
         self.assertEqual((0, []), self.check(HOSTS))
         self.hosts = list(loader.load(self.topology(HOSTS)).hosts.values())
-        self.aliases = request.parse_alias_config(
+        self.aliases = inputs.parse_alias_config(
             base.nova_config()[('pci', 'alias')])
 
     def nova_query(self, spec):
@@ -81,7 +82,7 @@ class TestResourceRequest(base.NovaTestCase):
         self.assertEqual([1, 8], [s.size for s in specs])
         for spec in specs:
             nova_query, request_spec = self.nova_query(spec)
-            query = request.build(request.flavor_from_dict(spec.as_dict()),
+            query = request.build(inputs.flavor_from_dict(spec.as_dict()),
                                   self.aliases, nova=base.tool_nova())
             self.assert_same_query(query, nova_query, request_spec,
                                    spec.name)
@@ -110,7 +111,7 @@ class TestResourceRequest(base.NovaTestCase):
         self.assertEqual([1, 2, 4, 8], [s.size for s in specs])
         for spec in specs:
             nova_query, request_spec = self.nova_query(spec)
-            query = request.build(request.flavor_from_dict(spec.as_dict()),
+            query = request.build(inputs.flavor_from_dict(spec.as_dict()),
                                   self.aliases, nova=base.tool_nova())
             if len(spec.extra_specs[generate.ALIAS_KEY].split(':')) == 3:
                 self.assertEqual(query.querystring, nova_query, spec.name)

@@ -21,6 +21,7 @@ from nova_tests import series
 from nvlink_placement import errors
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.topology import loader
 
@@ -50,9 +51,9 @@ class TestServers(base.NovaTestCase):
                     if f['name'] == name)
 
     def tool_query(self, spec):
-        aliases = request.parse_alias_config(base.nova_config()[
+        aliases = inputs.parse_alias_config(base.nova_config()[
             ('pci', 'alias')])
-        return request.build(request.flavor_from_dict(spec.as_dict()),
+        return request.build(inputs.flavor_from_dict(spec.as_dict()),
                              aliases, nova=base.tool_nova())
 
     def test_upstream_flavors_boot_on_the_moved_gpus(self):

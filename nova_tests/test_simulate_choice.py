@@ -27,6 +27,7 @@ import fixtures
 from nova.scheduler.client import report
 
 from nova_tests import base
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.simulate import choice
 from nvlink_placement.simulate import engine
@@ -64,7 +65,7 @@ class TestChoiceRule(base.NovaTestCase):
             'get_allocation_candidates', spy))
         self.topology = loader.parse(base.topology_document(HOSTS),
                                      '<nova_tests>')
-        aliases = request.parse_alias_config(base.nova_config()[
+        aliases = inputs.parse_alias_config(base.nova_config()[
             ('pci', 'alias')])
         self.flavors = {}
         for size in (1, 2):
@@ -77,7 +78,7 @@ class TestChoiceRule(base.NovaTestCase):
                 memory_mb=flavor['ram'], disk=flavor['disk'], ephemeral=0,
                 extra_spec=flavor['extra_specs'])
             self.flavors[size] = (flavor, request.build(
-                request.flavor_from_dict(flavor), aliases,
+                inputs.flavor_from_dict(flavor), aliases,
                 nova=base.tool_nova()))
 
     def names(self):

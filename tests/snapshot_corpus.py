@@ -17,6 +17,7 @@ import random
 import uuid as uuid_lib
 
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_capacity
 
 CLASSES = ('VCPU', 'MEMORY_MB', 'DISK_GB', 'CUSTOM_PCI_10DE_2330',
            'CUSTOM_BANDWIDTH_X', 'NET_BW_EGR_KILOBIT_PER_SEC', 'PCI_DEVICE')
@@ -66,7 +67,7 @@ def generate(seed, roots=3):
         uuid = new_uuid()
         inventories = {}
         for rc in rng.sample(CLASSES, rng.randint(0 if parent else 1, 3)):
-            total = rng.choice((1, 2, 8, 64, 1000, snapshot.MAX_INT))
+            total = rng.choice((1, 2, 8, 64, 1000, snapshot_capacity.MAX_INT))
             inv = {'total': total}
             if rng.random() < 0.5:
                 inv['reserved'] = rng.choice((0, total, total // 2))
@@ -150,7 +151,7 @@ def expected(document, generations=True):
     document = snapshot.canonical(document)
     providers = [snapshot.provider_entry(
         rp['uuid'], rp['name'], rp.get('parent_provider_uuid'),
-        {rc: dict(snapshot.INVENTORY_DEFAULTS, **inv)
+        {rc: dict(snapshot_capacity.INVENTORY_DEFAULTS, **inv)
          for rc, inv in rp.get('inventories', {}).items()},
         rp.get('traits', ()), rp.get('aggregates', ()))
         for rp in document['resource_providers']]

@@ -5,11 +5,13 @@ alias names one resource class (``nova/pci/request.py``: every spec of
 an alias with PCI in Placement must share it), and a GPU's resource
 class is ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` unless its device_spec entry
 tags another (``nova/compute/pci_placement_translator.py``). The GPU
-classes of a topology come from host inspection (``vendor_id`` /
-``device_id`` or ``resource_class`` per GPU,
-:func:`nvlink_placement.flavors.request.gpu_class`), in *topology
-order*: the order in which the hosts, in file order, and their GPUs, in
-PCI address order, first show each class.
+classes of a topology (:class:`GpuClass`) come from host inspection
+(``vendor_id`` / ``device_id`` or ``resource_class`` per GPU,
+:func:`gpu_class`), in *topology order*: the order in which the hosts,
+in file order, and their GPUs, in PCI address order, first show each
+class. A topology of one class names it for every alias
+(:func:`topology_resource_class`, :func:`aliases_for`); an
+``--alias-config`` file (:mod:`.inputs`) names the classes itself.
 
 ``--alias`` (repeatable) takes ``NAME`` or ``NAME=VENDOR:PRODUCT``:
 
@@ -28,11 +30,107 @@ import dataclasses
 import re
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.topology import pci
 
 SYNTAX = 'NAME or NAME=VENDOR:PRODUCT, e.g. h100=10de:2330'
 _ID = re.compile(r'^[0-9a-fA-F]{4}$')
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuClass:
+    """GPUs of one resource class in a topology.
+
+    :ivar vendor_id: / :ivar product_id: lower-case hex from host
+        inspection, or None.
+    :ivar hosts: sorted tuple of host names.
+    """
+    resource_class: str
+    vendor_id: str
+    product_id: str
+    hosts: tuple
+
+
+def gpu_class(gpu):
+    """Resource class of a :class:`Gpu` from its inspection details.
+
+    Its ``resource_class``, else ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` from
+    ``vendor_id`` / ``device_id``, else None.
+    """
+    details = gpu.details
+    vendor, product = details.get('vendor_id'), details.get('device_id')
+    if details.get('resource_class') or (vendor and product):
+        return request.resource_class_name(details.get('resource_class'),
+                                           vendor, product)
+    return None
+
+
+def gpu_classes(hosts):
+    """Resource classes of the usable GPUs of ``hosts``.
+
+    A GPU's class is its ``resource_class`` from host inspection, else
+    ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` from its ids, else unknown.
+
+    :returns: dict resource class -> :class:`GpuClass`; GPUs of no known
+        class are left out.
+    """
+    found = {}
+    for host in hosts:
+        for address in generate.usable_gpus(host):
+            gpu = host.gpus[address]
+            rc = gpu_class(gpu)
+            if rc is None:
+                continue
+            found.setdefault(rc, (gpu.details.get('vendor_id'),
+                                  gpu.details.get('device_id'), set()))[
+                2].add(host.name)
+    classes = {rc: GpuClass(rc, v and v.lower(), p and p.lower(),
+                            tuple(sorted(h)))
+               for rc, (v, p, h) in sorted(found.items())}
+    return classes
+
+
+def topology_resource_class(hosts, resource_class=None):
+    """The one resource class of the GPUs of ``hosts``.
+
+    :param resource_class: an explicit class (normalized and returned).
+    :raises NvlinkError: when the topology has none or several.
+    """
+    if resource_class:
+        return request.resource_class_name(resource_class)
+    classes = gpu_classes(hosts)
+    if not classes:
+        raise errors.NvlinkError(
+            'the topology holds no GPU resource class (no vendor/device '
+            'ids from host inspection): give --resource-class, e.g. '
+            'CUSTOM_PCI_10DE_2330, or --alias-config')
+    if len(classes) > 1:
+        raise errors.NvlinkError(
+            'the GPUs are of several resource classes (%s): pick the hosts '
+            'of one class with --host, or give --resource-class or '
+            '--alias-config' % '; '.join(
+                '%s on %s' % (c.resource_class, ', '.join(c.hosts))
+                for c in classes.values()))
+    return next(iter(classes))
+
+
+def aliases_for(flavors, hosts, alias_config=None, resource_class=None):
+    """The ``[pci] alias`` values the flavors are judged with.
+
+    :param alias_config: a file of Nova's alias values
+        (:func:`read_alias_config`); without it each alias the flavors
+        name gets the one resource class of ``hosts``
+        (:func:`topology_resource_class`, ``resource_class`` first).
+    :returns: dict alias name -> :class:`Alias`.
+    :raises NvlinkError: naming the file, or the classes found.
+    """
+    if alias_config:
+        return inputs.read_alias_config(alias_config)
+    rc = topology_resource_class(hosts, resource_class)
+    return {name: request.Alias(name, rc)
+            for name in inputs.alias_names(flavors)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +187,7 @@ def classes(hosts):
     """The GPU classes of ``hosts`` in topology order.
 
     :returns: ``(found, unknown)``: a list of
-        :class:`nvlink_placement.flavors.request.GpuClass` (hosts in
+        :class:`GpuClass` (hosts in
         topology order) and the names of the hosts with a usable GPU of
         no known class.
     """
@@ -97,7 +195,7 @@ def classes(hosts):
     for host in hosts:
         for address in sorted(host.usable(), key=pci.address_sort_key):
             gpu = host.gpus[address]
-            rc = request.gpu_class(gpu)
+            rc = gpu_class(gpu)
             if rc is None:
                 if host.name not in unknown:
                     unknown.append(host.name)
@@ -111,7 +209,7 @@ def classes(hosts):
                            product and product.lower())
             if host.name not in where[rc]:
                 where[rc].append(host.name)
-    return ([request.GpuClass(rc, ids[rc][0], ids[rc][1], tuple(where[rc]))
+    return ([GpuClass(rc, ids[rc][0], ids[rc][1], tuple(where[rc]))
              for rc in order], unknown)
 
 
@@ -265,7 +363,7 @@ def restrict(host, resource_class):
     ``resource_class`` None, only the GPUs of unknown class are kept.
     """
     gpus = {a: g for a, g in host.gpus.items()
-            if request.gpu_class(g) in (None, resource_class)}
+            if gpu_class(g) in (None, resource_class)}
     if len(gpus) == len(host.gpus):
         return host
     groups = [g for g in host.groups if set(g.members) <= set(gpus)]
@@ -288,12 +386,12 @@ def for_flavors(flavors, hosts, specs=(), alias_config=None,
                 resource_class=None):
     """The ``[pci] alias`` values flavors are judged with, by alias name.
 
-    :param flavors: flavor dicts (:func:`request.read_flavors`).
+    :param flavors: flavor dicts (:func:`inputs.read_flavors`).
     :param hosts: every host of the topology.
     :param specs: ``--alias`` values, as given to ``flavor generate``.
     :returns: dict alias name -> :class:`request.Alias`: from
         ``alias_config`` or ``resource_class`` when given
-        (:func:`request.aliases_for`); for a topology of one model, its
+        (:func:`aliases_for`); for a topology of one model, its
         class for every alias; else each alias of :func:`assign` (a model
         no ``--alias`` names under its :func:`derived_name`).
     :raises NvlinkError: for a flavor's alias that names no model of a
@@ -301,8 +399,7 @@ def for_flavors(flavors, hosts, specs=(), alias_config=None,
     """
     found = classes(hosts)[0]
     if alias_config or resource_class or (len(found) <= 1 and not specs):
-        return request.aliases_for(flavors, hosts, alias_config,
-                                   resource_class)
+        return aliases_for(flavors, hosts, alias_config, resource_class)
     if specs:
         known = {one.name: one.resource_class
                  for one in assign(hosts, specs)}
@@ -311,7 +408,7 @@ def for_flavors(flavors, hosts, specs=(), alias_config=None,
                  for c in found}
     out = {}
     for flavor in flavors:
-        for name in request.alias_names([flavor]):
+        for name in inputs.alias_names([flavor]):
             if name not in known:
                 raise errors.NvlinkError(
                     'flavor %s names alias %s, which no GPU model of the '
@@ -333,5 +430,5 @@ def reach_of(hosts, alias):
         return list(hosts)
     kept = [restrict(h, alias.resource_class) for h in hosts]
     return [h for h in kept if any(
-        request.gpu_class(h.gpus[a]) == alias.resource_class
+        gpu_class(h.gpus[a]) == alias.resource_class
         for a in h.usable())]

@@ -99,7 +99,7 @@ def _as_dict(flavor):
 
 
 def read(connection, name):
-    """The flavor ``name`` as a dict (see :func:`request.flavor_from_dict`).
+    """The flavor ``name`` as a dict (see :func:`inputs.flavor_from_dict`).
 
     :raises NvlinkError: when there is no such flavor.
     """

@@ -157,7 +157,7 @@ def wide_hosts(hosts):
     wide = []
     for host in hosts:
         counts = collections.Counter(
-            request.gpu_class(host.gpus[a])
+            aliases_mod.gpu_class(host.gpus[a])
             for a in generate.usable_gpus(host))
         if counts and max(counts.values()) >= WIDE_HOST_GPUS:
             wide.append(host.name)
@@ -292,7 +292,7 @@ def settings(hosts, alias, sizes=None, vendor_id=None, product_id=None,
     default = specs[found[0].name]
 
     def spec_of(gpu):
-        return by_class.get(request.gpu_class(gpu), default)
+        return by_class.get(aliases_mod.gpu_class(gpu), default)
     # No device_type: Nova then matches any (nova/pci/request.py). A GPU
     # with SR-IOV capability (Hopper on, for vGPU) is type-PF, older ones
     # type-PCI; a wrong type would match no GPU at all.

@@ -13,6 +13,8 @@ from nvlink_placement import errors
 from nvlink_placement.flavors import aliases
 from nvlink_placement.flavors import compute
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
+from nvlink_placement.flavors import judge
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import servers
@@ -105,10 +107,10 @@ def reach(topology, hosts):
     of unknown class are one class): the alias names the class, not the
     hosts.
     """
-    classes = {request.gpu_class(h.gpus[a]) for h in hosts
+    classes = {aliases.gpu_class(h.gpus[a]) for h in hosts
                for a in h.usable()}
     return [h for h in topology.hosts.values()
-            if any(request.gpu_class(h.gpus[a]) in classes
+            if any(aliases.gpu_class(h.gpus[a]) in classes
                    for a in h.usable())]
 
 
@@ -464,7 +466,7 @@ class VerifyFlavors(commands.Lister):
                                     'them) or --flavor NAME')
         topology, hosts = selected_hosts(self.app, parsed_args)
         flavors = [f for path in parsed_args.flavors
-                   for f in request.read_flavors(path)]
+                   for f in inputs.read_flavors(path)]
         if parsed_args.flavor and flavors:
             # --flavor NAME selects from --flavors FILE: no cloud needed.
             listed = {f['name'] for f in flavors}
@@ -483,7 +485,7 @@ class VerifyFlavors(commands.Lister):
                 'nvlink flavor generate ... -f json" output)'
                 % (' even with --snapshot' if parsed_args.snapshot else '')
             ).sdk_connection
-            flavors += [request.flavor_from_dict(
+            flavors += [inputs.flavor_from_dict(
                 compute.read(connection, name), 'compute API')
                 for name in parsed_args.flavor]
         if not flavors:
@@ -536,7 +538,7 @@ class VerifyFlavors(commands.Lister):
             for problem in result.problems:
                 LOG.error(problem)
         self.exit_code = 0 if all(r.ok for r in results) else 1
-        return display.long_columns(parsed_args, 'query', verify.COLUMNS + (
+        return display.long_columns(parsed_args, 'query', judge.COLUMNS + (
             'status',), [row + (status,) for r in results
                          for row, status in zip(r.rows(), _statuses(r))])
 

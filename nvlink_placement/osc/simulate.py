@@ -6,6 +6,7 @@ import os
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import aliases as aliases_mod
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import servers as servers_mod
@@ -52,7 +53,7 @@ def _of_model(hosts, alias, path):
         return hosts
     kept = [aliases_mod.restrict(h, alias.resource_class) for h in hosts]
     kept = [h for h in kept if any(
-        request.gpu_class(h.gpus[a]) == alias.resource_class
+        aliases_mod.gpu_class(h.gpus[a]) == alias.resource_class
         for a in h.usable())]
     if not kept:
         raise errors.NvlinkError(
@@ -62,7 +63,7 @@ def _of_model(hosts, alias, path):
 
 
 def _one_alias(aliases, flavors, path):
-    names = request.alias_names(flavors)
+    names = inputs.alias_names(flavors)
     if len(names) != 1:
         raise errors.NvlinkError(
             '%s: the flavors ask for %s; the simulator runs one GPU alias'
@@ -204,7 +205,7 @@ class Simulate(commands.Lister):
         topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
         workload = workload_mod.load(parsed_args.workload)
-        flavors = request.read_flavors(parsed_args.flavors)
+        flavors = inputs.read_flavors(parsed_args.flavors)
         aliases = _aliases(parsed_args, topology, hosts, flavors)
         alias = _one_alias(aliases, flavors, parsed_args.flavors)
         hosts = _of_model(hosts, alias, parsed_args.flavors)
@@ -387,9 +388,9 @@ class Defrag(commands.OwnOutput, commands.Lister):
             raise errors.UsageError('--search-steps must be at least 1')
         topology = topology_cmd.load_topology(self.app, parsed_args.topology)
         hosts = topology_cmd.select_hosts(topology, parsed_args.host)
-        flavors = request.read_flavors(parsed_args.flavors)
+        flavors = inputs.read_flavors(parsed_args.flavors)
         aliases = _aliases(parsed_args, topology, hosts, flavors)
-        if len(request.alias_names(flavors)) == 1:
+        if len(inputs.alias_names(flavors)) == 1:
             hosts = _of_model(hosts, _one_alias(
                 aliases, flavors, parsed_args.flavors), parsed_args.flavors)
         nova = release.choose(None, release.AUTO)

@@ -31,6 +31,7 @@ from oslo_utils import uuidutils
 
 from nvlink_placement import documents
 from nvlink_placement import errors
+from nvlink_placement.placement import snapshot_capacity
 from nvlink_placement import textfile
 
 LOG = logging.getLogger(__name__)
@@ -43,14 +44,10 @@ UNTYPED = 'unknown'
 #: The generation of a consumer created by one allocation write; a consumer
 #: without ``consumer_generation`` is loaded with it.
 FIRST_GENERATION = 1
-#: Placement's column limits (placement/db/constants.py MAX_INT, the
-#: single-precision float of ``allocation_ratio``).
-MAX_INT = 0x7FFFFFFF
+#: Placement's column limits: MAX_INT (placement/db/constants.py) is
+#: :data:`nvlink_placement.placement.snapshot_capacity.MAX_INT`, with the
+#: inventory defaults; the single-precision float of ``allocation_ratio``.
 MAX_FLOAT = 3.40282e+38
-#: Inventory fields left out take Placement's defaults
-#: (placement/handlers/inventory.py).
-INVENTORY_DEFAULTS = {'reserved': 0, 'min_unit': 1, 'max_unit': MAX_INT,
-                      'step_size': 1, 'allocation_ratio': 1.0}
 #: Deepest provider chain accepted (root = depth 0). Placement has no hard
 #: limit, but real trees are shallow: Nova's compute node, NUMA node,
 #: PCI/PF and VF providers, plus two NVLink group levels, stay below 8.
@@ -64,7 +61,7 @@ MAX_PROBLEMS = 25
 _NAME = r'^[A-Z0-9_]+$'              # placement/schemas/common.py
 _CUSTOM = re.compile(r'^CUSTOM_[A-Z0-9_]+$')
 _CONSUMER = r'^[0-9a-fA-F-]{36}$'    # POST /allocations consumer keys
-_INT = {'type': 'integer', 'maximum': MAX_INT}
+_INT = {'type': 'integer', 'maximum': snapshot_capacity.MAX_INT}
 
 _INVENTORY = {
     'type': 'object',
@@ -488,7 +485,7 @@ def _rules(document):
                                  '%s is not a uuid'
                                  % documents.short(aggregate)))
         for rc, inv in rp.get('inventories', {}).items():
-            inv = dict(INVENTORY_DEFAULTS, **inv)
+            inv = dict(snapshot_capacity.INVENTORY_DEFAULTS, **inv)
             if inv['reserved'] > inv['total']:
                 problems.append((where + ('inventories', rc, 'reserved'),
                                  'reserved %d is more than total %d'
@@ -655,78 +652,22 @@ def _allocation_problems(allocations, providers, by_uuid):
     return problems
 
 
-def _usage(document):
-    """``{(rp uuid, rc): (amount, [consumer, ...])}`` of a valid snapshot."""
-    used = {}
-    for consumer, alloc in sorted(document.get('allocations', {}).items()):
-        for rp_uuid, entry in alloc['allocations'].items():
-            for rc, amount in entry['resources'].items():
-                total, users = used.get((rp_uuid, rc), (0, []))
-                used[(rp_uuid, rc)] = (total + amount, users + [consumer])
-    return used
-
-
 def over_capacity(document, source='<snapshot>'):
     """Warnings for usage above ``total * allocation_ratio``.
 
-    Placement lets an inventory shrink below what is allocated against it
-    (it logs "now over-capacity"; ``_update_inventory_for_provider`` in
-    ``placement/objects/resource_provider.py``): a lowered
-    ``cpu_allocation_ratio`` on a busy host, a host that lost memory. The
-    instances keep running; nothing more fits there until usage drops.
-    Such a snapshot loads as it is.
+    Such a snapshot loads as it is
+    (:func:`nvlink_placement.placement.snapshot_capacity.over_capacity`).
 
     :returns: list of lines ``source: JSON path: what``, at most
         :data:`MAX_PROBLEMS` and a count of the rest.
     """
-    providers = {rp['uuid']: rp for rp in document['resource_providers']}
-    lines = []
-    for (rp_uuid, rc), (amount, users) in sorted(_usage(document).items()):
-        rp = providers[rp_uuid]
-        inv = dict(INVENTORY_DEFAULTS, **rp['inventories'][rc])
-        if amount > inv['total'] * inv['allocation_ratio']:
-            lines.append(
-                '%s: %s: over capacity: %d %s allocated on %r (by %s) but '
-                'its inventory holds total %d x allocation_ratio %s; '
-                'Placement keeps such allocations, nothing more fits there'
-                % (source, json_path(('allocations', users[-1],
-                                      'allocations', rp_uuid, 'resources',
-                                      rc)),
-                   amount, rc, rp['name'], ', '.join(users), inv['total'],
-                   inv['allocation_ratio']))
-    if len(lines) > MAX_PROBLEMS:
-        lines[MAX_PROBLEMS:] = ['%s: ... and %d more inventories over '
-                                'capacity' % (source,
-                                              len(lines) - MAX_PROBLEMS)]
+    found = snapshot_capacity.over_capacity(document)
+    lines = ['%s: %s: %s' % (source, json_path(where), what)
+             for where, what in found[:MAX_PROBLEMS]]
+    if len(found) > MAX_PROBLEMS:
+        lines.append('%s: ... and %d more inventories over capacity'
+                     % (source, len(found) - MAX_PROBLEMS))
     return lines
-
-
-def strained(document):
-    """Inventories that Placement would not accept allocations against now.
-
-    ``{(rp uuid, resource class)}`` where the allocations exceed
-    ``(total - reserved) * allocation_ratio`` (this includes
-    :func:`over_capacity`) or break ``min_unit``, ``max_unit`` or
-    ``step_size``: states a live Placement reaches when an inventory
-    changes after the allocation. Loading through the API writes these
-    inventories relaxed first and the real values after the allocations.
-    """
-    inventories = {rp['uuid']: rp.get('inventories', {})
-                   for rp in document['resource_providers']}
-    found = set()
-    for alloc in document.get('allocations', {}).values():
-        for rp_uuid, entry in alloc['allocations'].items():
-            for rc, amount in entry['resources'].items():
-                inv = dict(INVENTORY_DEFAULTS, **inventories[rp_uuid][rc])
-                if (amount < inv['min_unit'] or amount > inv['max_unit'] or
-                        amount % inv['step_size']):
-                    found.add((rp_uuid, rc))
-    for (rp_uuid, rc), (amount, _) in _usage(document).items():
-        inv = dict(INVENTORY_DEFAULTS, **inventories[rp_uuid][rc])
-        if amount > (inv['total'] - inv['reserved']) * inv[
-                'allocation_ratio']:
-            found.add((rp_uuid, rc))
-    return found
 
 
 # -- the canonical form ----------------------------------------------------

@@ -18,6 +18,7 @@ from nvlink_placement import errors
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import reads
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_capacity
 from nvlink_placement.placement import state as state_mod
 
 #: Tried in order for GET /allocations/{consumer}; a server answers 406 to
@@ -204,7 +205,7 @@ def load(client, document, progress=None):
     POST and a PUT each for its traits, inventories and aggregates when it
     has them; one ``POST /allocations`` for the untyped consumers (1.28)
     and one for the typed (1.38). Inventories that the allocations strain
-    (:func:`nvlink_placement.placement.snapshot.strained`) are written
+    (:func:`nvlink_placement.placement.snapshot_capacity.strained`) are written
     relaxed first and as given after the allocations. Consumer generations
     are Placement's own (1 for a new consumer), not the document's.
 
@@ -226,7 +227,7 @@ def load(client, document, progress=None):
             'traits', ()) if t.startswith('CUSTOM_')}):
         client.request('PUT', '/traits/%s' % trait, version='1.6',
                        expect=(201, 204))
-    strained = snapshot.strained(document)
+    strained = snapshot_capacity.strained(document)
     try:
         for rp in providers:
             inventories = {
@@ -250,8 +251,9 @@ def load(client, document, progress=None):
 
 def _relaxed(inventory):
     """``inventory`` that any allocation of a valid snapshot fits into."""
-    return dict(inventory, reserved=0, min_unit=1, max_unit=snapshot.MAX_INT,
-                step_size=1, total=snapshot.MAX_INT, allocation_ratio=1.0)
+    return dict(inventory, reserved=0, min_unit=1,
+                max_unit=snapshot_capacity.MAX_INT, step_size=1,
+                total=snapshot_capacity.MAX_INT, allocation_ratio=1.0)
 
 
 def _create_provider(client, rp, inventories):

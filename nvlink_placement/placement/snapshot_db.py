@@ -37,6 +37,7 @@ from sqlalchemy import orm
 from nvlink_placement import errors
 from nvlink_placement.placement import naming
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_capacity
 from nvlink_placement.placement import state as state_mod
 
 #: Placement's alembic revisions, oldest first
@@ -143,7 +144,7 @@ def load(engine, document):
                             'root_provider_id': roots[rp['uuid']]})
         insert(m.ResourceProvider, rp_rows)
         insert(m.Inventory, [
-            dict(snapshot.INVENTORY_DEFAULTS, **inv,
+            dict(snapshot_capacity.INVENTORY_DEFAULTS, **inv,
                  resource_provider_id=rp_ids[rp['uuid']],
                  resource_class_id=rc_ids[rc])
             for rp in providers

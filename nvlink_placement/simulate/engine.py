@@ -109,7 +109,7 @@ def upstream_flavors(flavors, alias, numa=None):
     ours, and Nova gives them whatever N GPUs Placement lists first.
 
     :param flavors: dict size -> flavor dict
-        (:func:`request.flavor_from_dict`).
+        (:func:`inputs.flavor_from_dict`).
     :param numa: optional dict size -> NUMA extra specs to add
         (:func:`numa.extra_specs`).
     :returns: dict size -> flavor dict named ``<name>.upstream`` (or

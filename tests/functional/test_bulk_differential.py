@@ -29,7 +29,9 @@ import os
 import fixtures
 from oslotest import base
 
+from nvlink_placement.flavors import aliases as aliases_mod
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request as request_mod
 from nvlink_placement.placement import embedded
@@ -51,12 +53,12 @@ EXAMPLES = (('hgx-h100.yaml', 'hgx-h100-snapshot.json'),
 
 def _flavor_requests(topology):
     hosts = list(topology.hosts.values())
-    flavors = [request_mod.flavor_from_dict({
+    flavors = [inputs.flavor_from_dict({
         'name': f.name, 'vcpus': f.vcpus, 'ram': f.ram, 'disk': f.disk,
         'extra_specs': f.extra_specs})
         for f in generate.generate(hosts, 'gpu',
                                    trait_prefix=topology.trait_prefix).flavors]
-    aliases = request_mod.aliases_for(flavors, hosts, None,
+    aliases = aliases_mod.aliases_for(flavors, hosts, None,
                                       cloud_corpus.RC)
     nova = release.choose(None, release.AUTO)
     return hosts, [request_mod.build(f, aliases, request_mod.DEFAULT_LIMIT,

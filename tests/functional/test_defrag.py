@@ -12,6 +12,7 @@ import fixtures
 from oslotest import base
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.placement import embedded
@@ -143,7 +144,7 @@ class TestFourHostTrap(_State):
         # flavor is offered exactly the two freed quads, and a and b hold
         # node-03's two GPUs that were free.
         four = json.load(open(self.flavors))[2]
-        query = request.build(request.flavor_from_dict(four),
+        query = request.build(inputs.flavor_from_dict(four),
                               {'h100': request.Alias('h100', RC)})
         with embedded.EmbeddedPlacement(snapshot.read_file(after)) as client:
             names = {rp['uuid']: rp['name'] for rp in client.get(
@@ -311,7 +312,7 @@ class TestNovaFlavors(_State):
         self.place('x1', 'node-01', [5, 6, 7, 8], FOUR)
         self.place('x2', 'node-02', [5, 6, 7, 8], FOUR)
         self.state = snapshot.read_file(self.reshaped())
-        self.queries = [request.build(request.flavor_from_dict(f), {
+        self.queries = [request.build(inputs.flavor_from_dict(f), {
             'h100': request.Alias('h100', RC)}) for f in json.load(
                 open(self.flavors))]
 

@@ -15,6 +15,7 @@ import fixtures
 from oslotest import base as oslo_base
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
@@ -88,7 +89,7 @@ class _FlavorCase(base.PlacementTestCase):
         aliases = {alias: request.Alias(alias, rc)}
         providers = verify.read_providers(self.client)
         return {f['name']: verify.verify(
-            self.client, request.build(request.flavor_from_dict(f), aliases,
+            self.client, request.build(inputs.flavor_from_dict(f), aliases,
                                        nova=nova),
             hosts, providers) for f in flavors}
 
@@ -135,7 +136,7 @@ class TestReshapedFlavors(_FlavorCase):
         # the verdicts are those of flavors verified one by one.
         hosts = list(loader.load(base.H100_TOPOLOGY).hosts.values())
         aliases = {'h100': request.Alias('h100', H100_RC)}
-        queries = [request.build(request.flavor_from_dict(f), aliases)
+        queries = [request.build(inputs.flavor_from_dict(f), aliases)
                    for f in self.generated(base.H100_TOPOLOGY, 'h100')]
         providers = verify.read_providers(self.client)
 

@@ -13,6 +13,7 @@ import itertools
 import os
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import naming
@@ -79,7 +80,7 @@ class TestMeshes(base.PlacementTestCase):
         results = {}
         for flavor in flavors:
             query = request.build(
-                request.flavor_from_dict(flavor.as_dict()), aliases)
+                inputs.flavor_from_dict(flavor.as_dict()), aliases)
             results[flavor.size] = verify.verify(self.client, query, hosts,
                                                  providers)
         return results

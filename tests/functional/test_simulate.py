@@ -14,6 +14,7 @@ from oslotest import base
 import yaml
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.novaconfig import as_configured
 from nvlink_placement.placement import client as pc
@@ -357,7 +358,7 @@ class TestDefrag(_DefragFiles):
         # domains, and the moved servers sit on compute-02 only.
         document = snapshot.read_file(after)
         four = next(f for f in h100_flavors() if f['name'] == 'gpu.h100.4x')
-        query = request.build(request.flavor_from_dict(four),
+        query = request.build(inputs.flavor_from_dict(four),
                               {'h100': request.Alias('h100', RC)})
         with embedded.EmbeddedPlacement(document) as client:
             names = {rp['uuid']: rp['name'] for rp in client.get(

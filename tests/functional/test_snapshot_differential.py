@@ -19,6 +19,7 @@ from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
+from nvlink_placement.placement import snapshot_capacity
 from nvlink_placement.placement import snapshot_db
 from tests import placement_server
 from tests import snapshot_corpus
@@ -74,7 +75,7 @@ class TestBothLoadPaths(base.BaseTestCase):
             c.get('consumer_type') for c in consumers})
         self.assertEqual({None, 0, 1, 7}, {
             c.get('consumer_generation') for c in consumers})
-        self.assertTrue(any(snapshot.strained(snapshot.canonical(d))
+        self.assertTrue(any(snapshot_capacity.strained(snapshot.canonical(d))
                             for d in documents))
 
 

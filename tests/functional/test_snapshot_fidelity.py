@@ -16,6 +16,7 @@ from oslotest import base
 
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_capacity as capacity
 from tests.functional import base as fbase
 from tests.functional import cli
 
@@ -39,14 +40,14 @@ def whole_cloud():
     document['resource_providers'] += [
         snapshot.provider_entry(
             POOL, 'storage-pool-1', None,
-            {'DISK_GB': dict(snapshot.INVENTORY_DEFAULTS, total=100000,
+            {'DISK_GB': dict(capacity.INVENTORY_DEFAULTS, total=100000,
                              max_unit=100000)},
             ['MISC_SHARES_VIA_AGGREGATE'], [SHARED]),
         snapshot.provider_entry(
             CPU_NODE, 'cpu-01', None,
-            {'VCPU': dict(snapshot.INVENTORY_DEFAULTS, total=64, max_unit=64,
+            {'VCPU': dict(capacity.INVENTORY_DEFAULTS, total=64, max_unit=64,
                           allocation_ratio=4.0),
-             'MEMORY_MB': dict(snapshot.INVENTORY_DEFAULTS, total=262144,
+             'MEMORY_MB': dict(capacity.INVENTORY_DEFAULTS, total=262144,
                                max_unit=262144)},
             ['COMPUTE_NODE'])]
     # The instance also has its disk on the pool; two CPU-only instances.
@@ -62,7 +63,7 @@ def whole_cloud():
     return snapshot.document(
         [snapshot.provider_entry(
             rp['uuid'], rp['name'], rp['parent_provider_uuid'],
-            {rc: dict(snapshot.INVENTORY_DEFAULTS, **inv)
+            {rc: dict(capacity.INVENTORY_DEFAULTS, **inv)
              for rc, inv in rp['inventories'].items()},
             rp['traits'], rp.get('aggregates', ()))
          for rp in document['resource_providers']],

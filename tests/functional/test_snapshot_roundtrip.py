@@ -22,6 +22,7 @@ from nvlink_placement.placement import client as pc
 from nvlink_placement.placement import embedded
 from nvlink_placement.placement import snapshot
 from nvlink_placement.placement import snapshot_api
+from nvlink_placement.placement import snapshot_capacity
 from nvlink_placement.placement import snapshot_db
 from tests import novalike
 from tests import placement_server
@@ -204,7 +205,7 @@ class TestRoundTrip(base.BaseTestCase):
             self.assertEqual(2 * 11, len(providers))
             self.assertTrue(all(p.get('aggregates') for p in providers
                                 if p['parent_provider_uuid'] is None))
-            self.assertEqual(1, len(snapshot.strained(document)))
+            self.assertEqual(1, len(snapshot_capacity.strained(document)))
         self.assertEqual(sum(len(d['resource_providers'])
                              for d in cases.values()),
                          len(everything['resource_providers']))

@@ -13,6 +13,7 @@ import urllib.parse
 from oslotest import base
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import embedded
@@ -29,7 +30,7 @@ class TestMemberListingsFromTables(base.BaseTestCase):
         snapshot.validate(document)
         hosts = list(loader.parse(topology_doc, '<corpus>').hosts.values())
         aliases = {'h100': request.Alias('h100', cloud_corpus.RC)}
-        queries = [request.build(request.flavor_from_dict(f.as_dict()),
+        queries = [request.build(inputs.flavor_from_dict(f.as_dict()),
                                  aliases)
                    for f in generate.generate(hosts, 'h100',
                                               sizes=[1, 2, 4, 8]).flavors]

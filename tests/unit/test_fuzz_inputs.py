@@ -38,7 +38,7 @@ from nvlink_placement.discovery import topo_matrix
 from nvlink_placement import documents
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
-from nvlink_placement.flavors import request
+from nvlink_placement.flavors import inputs
 from nvlink_placement.hook import config
 from nvlink_placement.hook import domain
 from nvlink_placement.placement import snapshot
@@ -199,15 +199,15 @@ class TestFuzzLoaders(base.BaseTestCase):
                     'disk': f.disk, 'extra_specs': f.extra_specs}
                    for f in generate.generate(hosts, 'h100').flavors]
         self.fuzz('flavors.yaml', yaml.safe_dump(flavors).encode(),
-                  request.read_flavors)
+                  inputs.read_flavors)
         self.fuzz('flavors.json', json.dumps(flavors, indent=1).encode(),
-                  request.read_flavors)
+                  inputs.read_flavors)
         self.fuzz('nova.conf', self.read('etc', 'nova',
                                          'nova-compute.conf.sample'),
-                  request.read_alias_config)
+                  inputs.read_alias_config)
         self.fuzz('aliases.yaml', b'- name: h100\n  vendor_id: "10de"\n'
                   b'  product_id: "2330"\n  traits: CUSTOM_A,B\n',
-                  request.read_alias_config)
+                  inputs.read_alias_config)
         self.exit_1('flavors.yaml', 'nvlink', 'flavor', 'verify',
                     '--topology', os.path.join(EXAMPLES, 'hgx-h100.yaml'),
                     '--resource-class', 'CUSTOM_PCI_10DE_2330', '--flavors')

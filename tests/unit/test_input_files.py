@@ -15,6 +15,7 @@ from oslotest import base
 
 from nvlink_placement import documents
 from nvlink_placement import errors
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from nvlink_placement.osc import logmask
 from nvlink_placement import redact
@@ -86,7 +87,7 @@ class TestAliasBombs(FilesTest):
              'value out (a GPU map can be shared with gpus_file)'
              % (topology, mapping, self.REFUSED)], self.problems(topology))
         flavors = self.write('f.yaml', '- &a {name: x}\n- *a\n')
-        exc = self.assertRaises(errors.NvlinkError, request.read_flavors,
+        exc = self.assertRaises(errors.NvlinkError, inputs.read_flavors,
                                 flavors)
         self.assertIn('%s: [1]: line 2 column 3: %s' % (flavors,
                                                         self.REFUSED),
@@ -94,7 +95,7 @@ class TestAliasBombs(FilesTest):
         aliases = self.write('a.yaml', '- &a {name: h100, resource_class: '
                              'X}\n- *a\n')
         exc = self.assertRaises(errors.NvlinkError,
-                                request.read_alias_config, aliases)
+                                inputs.read_alias_config, aliases)
         self.assertIn(self.REFUSED, str(exc))
 
     def test_no_message_renders_a_whole_value(self):
@@ -114,7 +115,7 @@ class TestCounts(FilesTest):
     def build(self, **specs):
         flavor = dict(FLAVOR, extra_specs=dict(FLAVOR['extra_specs'],
                                                **specs))
-        return request.build(request.flavor_from_dict(flavor), ALIASES)
+        return request.build(inputs.flavor_from_dict(flavor), ALIASES)
 
     def test_alias_count(self):
         self.assertEqual(64, self.build(**{
@@ -141,14 +142,14 @@ class TestCounts(FilesTest):
             "amount must be an integer from 0 to 2147483647 (Placement's "
             "largest)", str(exc))
         # Within bounds one by one, beyond them summed: disk + ephemeral.
-        flavor = request.flavor_from_dict(dict(
+        flavor = inputs.flavor_from_dict(dict(
             FLAVOR, disk=2147483647, ephemeral=1))
         exc = self.assertRaises(errors.NvlinkError, request.build, flavor,
                                 ALIASES)
         self.assertEqual('flavor h100.2x: it asks 2147483648 DISK_GB in one '
                          'request group; Placement takes at most 2147483647',
                          str(exc))
-        exc = self.assertRaises(errors.NvlinkError, request.flavor_from_dict,
+        exc = self.assertRaises(errors.NvlinkError, inputs.flavor_from_dict,
                                 dict(FLAVOR, vcpus=2 ** 31), 'f.yaml')
         self.assertEqual('f.yaml: flavor h100.2x: vcpus must be a '
                          'non-negative integer up to 2147483647, got '
@@ -173,12 +174,12 @@ class TestCounts(FilesTest):
 
     def test_extra_specs_per_flavor(self):
         specs = {'hw:numa_cpus.%d' % i: '0' for i in range(255)}
-        self.assertEqual(256, len(request.flavor_from_dict(dict(
+        self.assertEqual(256, len(inputs.flavor_from_dict(dict(
             FLAVOR, extra_specs=dict(FLAVOR['extra_specs'], **specs)))[
                 'extra_specs']))
         specs['hw:numa_cpus.255'] = '0'
         exc = self.assertRaises(
-            errors.NvlinkError, request.flavor_from_dict, dict(
+            errors.NvlinkError, inputs.flavor_from_dict, dict(
                 FLAVOR, extra_specs=dict(FLAVOR['extra_specs'], **specs)),
             'f.json')
         self.assertEqual('f.json: flavor h100.2x: 257 extra specs; a flavor '
@@ -201,7 +202,7 @@ class TestCounts(FilesTest):
         flavor = dict(FLAVOR, name='long.8x', extra_specs={
             'pci_passthrough:alias': 'h100:8:_h100', 'group_policy': 'none',
             'trait1:CUSTOM_NO_SUCH_TRAIT': 'required'})
-        url = request.build(request.flavor_from_dict(flavor), ALIASES).url
+        url = request.build(inputs.flavor_from_dict(flavor), ALIASES).url
         self.assertGreater(len(url), 600)
         result = self.openstack(
             'nvlink', 'flavor', 'verify', '--snapshot', SNAPSHOT,
@@ -245,12 +246,12 @@ class TestClearMessages(FilesTest):
         path = self.write('t.yaml', text)
         self.assertEqual(['%s: %s' % (path, reason)], self.problems(path))
         path = self.write('f.yaml', text)
-        exc = self.assertRaises(errors.NvlinkError, request.read_flavors,
+        exc = self.assertRaises(errors.NvlinkError, inputs.read_flavors,
                                 path)
         self.assertEqual('%s: %s' % (path, reason), str(exc))
         path = self.write('a.conf', text)
         exc = self.assertRaises(errors.NvlinkError,
-                                request.read_alias_config, path)
+                                inputs.read_alias_config, path)
         self.assertEqual('%s: %s' % (path, reason), str(exc))
         path = self.write('t16.yaml', 'version: 1\n'.encode('utf-16'))
         self.assertEqual(
@@ -332,7 +333,7 @@ class TestClearMessages(FilesTest):
                  "a: alias 'h100': resource class %s is longer than 255 "
                  "characters" % documents.short('CUSTOM_' + 'X' * 300))):
             exc = self.assertRaises(errors.NvlinkError,
-                                    request.alias_from_spec, spec, 'a')
+                                    inputs.alias_from_spec, spec, 'a')
             self.assertEqual(message, str(exc))
 
 

@@ -9,6 +9,7 @@ from oslotest import base
 
 from nvlink_placement import errors
 from nvlink_placement.placement import snapshot
+from nvlink_placement.placement import snapshot_capacity
 
 CN = '94d2d7ee-cd1e-5ba7-b08a-d93eccd8bcaa'
 GPU = '41781b87-395c-596e-9768-a03561f44243'
@@ -202,7 +203,7 @@ class TestValidate(base.BaseTestCase):
         document['allocations'][OTHER] = copy.deepcopy(
             document['allocations'][CONSUMER])
         snapshot.validate(document, 's.json')
-        self.assertEqual({(GPU, RC)}, snapshot.strained(document))
+        self.assertEqual({(GPU, RC)}, snapshot_capacity.strained(document))
         self.assertEqual([
             "s.json: allocations[\"%s\"].allocations[\"%s\"].resources.%s: "
             "over capacity: 2 %s allocated on 'compute-01_0000:4C:00.0' (by "
@@ -218,8 +219,8 @@ class TestValidate(base.BaseTestCase):
         document = example()
         document['resource_providers'][1]['inventories'][RC]['reserved'] = 1
         snapshot.validate(document)
-        self.assertEqual({(GPU, RC)}, snapshot.strained(document))
-        self.assertEqual(set(), snapshot.strained(example()))
+        self.assertEqual({(GPU, RC)}, snapshot_capacity.strained(document))
+        self.assertEqual(set(), snapshot_capacity.strained(example()))
 
     def test_allocation_needs_inventory_and_provider(self):
         document = example()

@@ -23,6 +23,7 @@ import re
 from oslotest import base
 
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import request
 from tests.unit.flavors import helpers
 
@@ -82,7 +83,7 @@ class TestNovaPatterns(base.BaseTestCase):
         # The groups Nova derives from the alias, written as flavor keys.
         aliases = {'h100': request.Alias('h100', 'CUSTOM_PCI_10DE_2330')}
         for flavor in generate.generate(H100, 'h100').flavors:
-            built = request.build(request.flavor_from_dict(
+            built = request.build(inputs.flavor_from_dict(
                 flavor.as_dict()), aliases)
             for suffix in built.gpu_groups:
                 key = 'resources%s:CUSTOM_PCI_10DE_2330' % suffix

@@ -3,7 +3,9 @@
 from oslotest import base
 
 from nvlink_placement import errors
+from nvlink_placement.flavors import aliases as aliases_mod
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
 from nvlink_placement.flavors import release
 from nvlink_placement.flavors import request
 from tests.unit.flavors import helpers
@@ -17,13 +19,13 @@ def flavor(size=2, **specs):
     spec = {f.size: f for f in generate.generate(H100, 'h100').flavors}[size]
     data = spec.as_dict()
     data['extra_specs'].update(specs)
-    return request.flavor_from_dict(data)
+    return inputs.flavor_from_dict(data)
 
 
 def plain(name='f', vcpus=4, ram=1024, disk=10, **specs):
-    return request.flavor_from_dict({'name': name, 'vcpus': vcpus,
-                                     'ram': ram, 'disk': disk,
-                                     'extra_specs': specs})
+    return inputs.flavor_from_dict({'name': name, 'vcpus': vcpus,
+                                    'ram': ram, 'disk': disk,
+                                    'extra_specs': specs})
 
 
 class TestBuild(base.BaseTestCase):
@@ -202,19 +204,19 @@ class TestFlavorInput(base.BaseTestCase):
         self.assertEqual(
             {'name': 'x', 'vcpus': 1, 'ram': 2, 'disk': 3, 'ephemeral': 0,
              'swap': 0, 'extra_specs': {'a': '1'}},
-            request.flavor_from_dict({'name': 'x', 'vcpus': 1, 'ram': 2,
-                                      'disk': 3, 'swap': '',
-                                      'properties': {'a': 1}}))
+            inputs.flavor_from_dict({'name': 'x', 'vcpus': 1, 'ram': 2,
+                                     'disk': 3, 'swap': '',
+                                     'properties': {'a': 1}}))
 
     def test_bad_fields(self):
-        exc = self.assertRaises(errors.NvlinkError, request.flavor_from_dict,
+        exc = self.assertRaises(errors.NvlinkError, inputs.flavor_from_dict,
                                 {'name': 'x', 'vcpus': '4', 'ram': 1,
                                  'disk': 1}, 'f.json')
         self.assertEqual("f.json: flavor x: vcpus must be a non-negative "
                          "integer up to 2147483647, got '4'", str(exc))
-        self.assertRaises(errors.NvlinkError, request.flavor_from_dict,
+        self.assertRaises(errors.NvlinkError, inputs.flavor_from_dict,
                           {'vcpus': 1}, 'f.json')
-        self.assertRaises(errors.NvlinkError, request.flavor_from_dict,
+        self.assertRaises(errors.NvlinkError, inputs.flavor_from_dict,
                           ['x'], 'f.json')
 
 
@@ -246,31 +248,31 @@ device_spec = {"vendor_id": "10de"}
              'gpu2': request.Alias('gpu2', 'CUSTOM_BIG_GPU',
                                    ('CUSTOM_HW_NVLINK',
                                     'HW_GPU_API_VULKAN'))},
-            request.parse_alias_config(text))
+            inputs.parse_alias_config(text))
 
     def test_json_aliases_and_errors(self):
         self.assertEqual(
             {'h100': request.Alias('h100', RC)},
-            request.parse_alias_config(
+            inputs.parse_alias_config(
                 '[{"name": "h100", "vendor_id": "10de", '
                 '"product_id": "2330"}]'))
         exc = self.assertRaises(
-            errors.NvlinkError, request.parse_alias_config,
+            errors.NvlinkError, inputs.parse_alias_config,
             '- {name: a, resource_class: X}\n- {name: a, resource_class: Y}',
             'a.yaml')
         self.assertEqual("a.yaml: alias 'a' is defined twice; with PCI in "
                          "Placement an alias has exactly one spec", str(exc))
         exc = self.assertRaises(errors.NvlinkError,
-                                request.parse_alias_config,
+                                inputs.parse_alias_config,
                                 '{"name": "a", "vendor_id": "10de"}', 'c')
         self.assertEqual("c: alias 'a' needs resource_class or vendor_id and "
                          "product_id (Nova derives the Placement resource "
                          "class from them)", str(exc))
         exc = self.assertRaises(errors.NvlinkError,
-                                request.parse_alias_config,
+                                inputs.parse_alias_config,
                                 '[pci]\nalias = {"name": \n', 'c')
         self.assertIn('c: line 2: alias is not JSON', str(exc))
-        self.assertRaises(errors.NvlinkError, request.parse_alias_config,
+        self.assertRaises(errors.NvlinkError, inputs.parse_alias_config,
                           '[pci]\ndevice_spec = {}\n', 'c')
 
     def test_topology_resource_class(self):
@@ -278,23 +280,23 @@ device_spec = {"vendor_id": "10de"}
                 for m in range(1, 9)}
         hosts = helpers.hosts(b=helpers.h100_host(details=b200))
         self.assertEqual('CUSTOM_PCI_10DE_2901',
-                         request.topology_resource_class(hosts))
+                         aliases_mod.topology_resource_class(hosts))
         self.assertEqual('CUSTOM_X',
-                         request.topology_resource_class(hosts, 'x'))
+                         aliases_mod.topology_resource_class(hosts, 'x'))
         exc = self.assertRaises(errors.NvlinkError,
-                                request.topology_resource_class, H100)
+                                aliases_mod.topology_resource_class, H100)
         self.assertIn('give --resource-class', str(exc))
         mixed = helpers.hosts(b=helpers.h100_host(details=b200),
                               h=helpers.h100_host(details={
                                   1: {'resource_class': 'CUSTOM_H'}}))
         exc = self.assertRaises(errors.NvlinkError,
-                                request.topology_resource_class, mixed)
+                                aliases_mod.topology_resource_class, mixed)
         self.assertEqual(
             'the GPUs are of several resource classes (CUSTOM_H on h; '
             'CUSTOM_PCI_10DE_2901 on b): pick the hosts of one class with '
             '--host, or give --resource-class or --alias-config', str(exc))
 
     def test_alias_names(self):
-        self.assertEqual(['a', 'b'], request.alias_names([
+        self.assertEqual(['a', 'b'], inputs.alias_names([
             plain(**{'pci_passthrough:alias': 'b:2:_b'}),
             plain(**{'pci_passthrough:alias': ' a:1 , b:1'}), plain()]))

@@ -13,6 +13,8 @@ from oslotest import base
 
 from nvlink_placement import errors
 from nvlink_placement.flavors import generate
+from nvlink_placement.flavors import inputs
+from nvlink_placement.flavors import judge
 from nvlink_placement.flavors import request
 from nvlink_placement.flavors import verify
 from nvlink_placement.placement import client as pc
@@ -54,7 +56,7 @@ def summaries(used=()):
 def pair_request(limit=1000):
     spec = [f for f in generate.generate(HOSTS, 'h100').flavors
             if f.size == 2][0]
-    return request.build(request.flavor_from_dict(spec.as_dict()),
+    return request.build(inputs.flavor_from_dict(spec.as_dict()),
                          {'h100': request.Alias('h100', RC)}, limit)
 
 
@@ -63,8 +65,8 @@ class TestCheck(base.BaseTestCase):
     def check(self, requests, free=(), eligible=None, used=(), limit=1000):
         body = {'allocation_requests': requests,
                 'provider_summaries': summaries(used)}
-        return verify.check(pair_request(limit), HOSTS, body, providers(),
-                            set(free), eligible)
+        return judge.check(pair_request(limit), HOSTS, body, providers(),
+                           set(free), eligible)
 
     def test_valid_and_crossing_pairs(self):
         result = self.check([candidate(gpu_uuid(1), gpu_uuid(3)),
@@ -135,8 +137,8 @@ class TestCheck(base.BaseTestCase):
         body = {'allocation_requests': [candidate(gpu_uuid(5),
                                                   gpu_uuid(7))],
                 'provider_summaries': summaries()}
-        result = verify.check(pair_request(), hosts, body, providers(),
-                              set(), None)
+        result = judge.check(pair_request(), hosts, body, providers(),
+                             set(), None)
         self.assertEqual(['GPU(s) 0000:9b:00.0 are excluded from NVLink '
                           'groups (vGPU in use)'],
                          list(result.hosts[0].invalid.values()))
@@ -186,8 +188,8 @@ class TestCheck(base.BaseTestCase):
             candidate(gpu_uuid(3), gpu_uuid(1))], 'provider_summaries': {
             u: {'resources': {RC: {'capacity': 1, 'used': 0}}}
             for u in free}}
-        result = verify.check(pair_request(2), hosts, body, found, free,
-                              None)
+        result = judge.check(pair_request(2), hosts, body, found, free,
+                             None)
         self.assertEqual(
             ['gpu.h100.2x: the answer holds limit=2 candidates and is cut '
              'short: it reached 1 of the 2 hosts with a free 2-GPU domain, '
@@ -201,7 +203,7 @@ class TestCheck(base.BaseTestCase):
 
     def test_host_missing_in_placement(self):
         body = {'allocation_requests': [], 'provider_summaries': {}}
-        result = verify.check(pair_request(), HOSTS, body, {}, set(), None)
+        result = judge.check(pair_request(), HOSTS, body, {}, set(), None)
         self.assertEqual([('gpu.h100.2x', 'compute-01', 0, 0, 0, 0)],
                          [r[:6] for r in result.rows()])
         # Nothing was proven there: a problem, not a warning.
@@ -230,7 +232,7 @@ class TestMeshCheck(base.BaseTestCase):
                                for i, a in enumerate(DGX1)})
         spec = [f for f in generate.generate(self.hosts, 'v100').flavors
                 if f.size == 2][0]
-        self.request = request.build(request.flavor_from_dict(
+        self.request = request.build(inputs.flavor_from_dict(
             spec.as_dict()), {'v100': request.Alias('v100', RC)})
 
     def check(self, *pairs, free=range(8)):
@@ -240,8 +242,8 @@ class TestMeshCheck(base.BaseTestCase):
             'provider_summaries': {
                 'g%d' % i: {'resources': {RC: {'capacity': 1, 'used': 0}}}
                 for i in range(8)}}
-        return verify.check(self.request, self.hosts, body, self.providers,
-                            {'g%d' % i for i in free}, None).hosts[0]
+        return judge.check(self.request, self.hosts, body, self.providers,
+                           {'g%d' % i for i in free}, None).hosts[0]
 
     def test_any_pair_inside_a_quad(self):
         host = self.check((0, 3), (3, 0), (1, 2), (4, 7), (0, 4))
