@@ -137,9 +137,10 @@ def matching_spec(dev_filter, dev):
         ``Whitelist.device_assignable`` returns it; Nova 29's returns a
         bool, and ``get_devspec`` the entry (``nova/pci/whitelist.py``).
     """
-    if not dev_filter.device_assignable(dev):
-        return None
-    return dev_filter.get_devspec(dev)
+    found = dev_filter.device_assignable(dev)
+    if found is True:     # Nova 29: a bool; the entry from get_devspec
+        return dev_filter.get_devspec(dev)
+    return found or None
 
 
 def alias_from_config(test):

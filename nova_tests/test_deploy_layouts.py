@@ -49,6 +49,7 @@ from oslo_config import cfg
 from oslotest import base
 import yaml
 
+from nova_tests import base as nova_base
 from tests import deploy_fixture as fx
 from tests.functional import cli
 
@@ -299,7 +300,7 @@ class TestDeployLayouts(base.BaseTestCase):
             gpus = dict(fx.MEMBER_TRAITS[host])
             gpus.update({a: None for a in fx.EXCLUDED.get(host, ())})
             for address, traits in gpus.items():
-                spec = base.matching_spec(specs, {
+                spec = nova_base.matching_spec(specs, {
                     'vendor_id': fx.VENDOR_ID, 'product_id': fx.PRODUCT_ID,
                     'address': address, 'parent_addr': None,
                     'dev_type': 'type-PCI'})
@@ -316,7 +317,7 @@ class TestDeployLayouts(base.BaseTestCase):
         """Nova's aliases from ``conf``: ``expected`` (default: h100)."""
         self.useFixture(fixtures.MockPatch('nova.pci.request.CONF', conf))
         self.assertEqual(expected or {'h100': H100_ALIAS},
-                         base.alias_from_config(self))
+                         nova_base.alias_from_config(self))
 
     def kolla_merge(self, custom):
         out = os.path.join(self.tmp, 'merged')
