@@ -191,9 +191,11 @@ def files(rows, host_names, layout, tree=None):
     problems = []
     out = build(rows, host_names, tree or {}, problems)
     if problems:
+        # A file is read once per option looked for: name each fault once.
         raise errors.NvlinkError(
             'nothing written: the output directory holds settings these '
-            'files would drop or lose to:\n  %s' % '\n  '.join(problems))
+            'files would drop or lose to:\n  %s'
+            % '\n  '.join(dict.fromkeys(problems)))
     return out
 
 

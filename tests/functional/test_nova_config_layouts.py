@@ -371,6 +371,15 @@ class TestOperatorFiles(Base):
             '../globals.yml: nova_pci_passthrough_whitelist: kolla-ansible\'s'
             ' nova.conf template writes it as [pci] passthrough_whitelist')
 
+    def test_a_file_that_is_not_ini_is_named_once(self):
+        # Read once per option the layout looks for, it was named once
+        # per read: the same line four times.
+        self.put('nova.conf', '[DEFAULT]\ndebug = True\nnot a setting\n')
+        stderr = self.assert_refused(
+            'kolla', 'nova.conf: line 3: No \':\' or \'=\' found in '
+            'assignment (not an ini file oslo.config reads)')
+        self.assertEqual(1, stderr.count('nova.conf: line 3'), stderr)
+
     def test_kolla_keeps_the_operators_entries_aliases_and_filters(self):
         nic = '{"vendor_id": "8086", "product_id": "154c"}'
         alias = '{"name": "x710", "vendor_id": "8086", "product_id": "154c"}'
