@@ -380,6 +380,23 @@ class TestOperatorFiles(Base):
             'assignment (not an ini file oslo.config reads)')
         self.assertEqual(1, stderr.count('nova.conf: line 3'), stderr)
 
+    def test_an_operator_file_is_read_whole_or_refused(self):
+        # A setting past 16 MiB was cut off unread: the old name at the end
+        # of a big nova.conf passed, and the files were written.
+        big = self.put('nova.conf', '[DEFAULT]\n' + ('#' * 99 + '\n') *
+                       170000 + '[pci]\npassthrough_whitelist = '
+                       '{"vendor_id": "8086"}\n')
+        self.assert_refused('kolla', '%s: larger than 16777216 bytes' % big)
+        os.unlink(big)
+        # A link to a file not there (a mount not up yet) hides settings.
+        os.symlink(os.path.join(self.tmp, 'gone.conf'), big)
+        self.assert_refused('kolla', '%s: No such file or directory' % big)
+        os.unlink(big)
+        self.put('nova.conf', '[pci]\nalias = {"name": "caf\xe9"}\n')
+        with open(big, 'ab') as f:
+            f.write(b'# \xff\n')
+        self.assert_refused('kolla', '%s: line 3 column 3: not UTF-8' % big)
+
     def test_kolla_keeps_the_operators_entries_aliases_and_filters(self):
         nic = '{"vendor_id": "8086", "product_id": "154c"}'
         alias = '{"name": "x710", "vendor_id": "8086", "product_id": "154c"}'
