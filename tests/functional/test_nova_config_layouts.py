@@ -397,6 +397,17 @@ class TestOperatorFiles(Base):
             f.write(b'# \xff\n')
         self.assert_refused('kolla', '%s: line 3 column 3: not UTF-8' % big)
 
+    def test_a_link_to_nothing_where_a_file_goes_is_refused(self):
+        # config-dir reads none of its targets: the link was replaced.
+        drop_in = os.path.join(self.out, 'hosts', 'hgx-01',
+                               'nova-compute.conf.d', 'nvlink-placement.conf')
+        os.makedirs(os.path.dirname(drop_in))
+        os.symlink(os.path.join(self.tmp, 'gone.conf'), drop_in)
+        self.assert_refused('config-dir', 'nothing written: these files are '
+                            'already there', '\n  %s' % drop_in)
+        self.assertTrue(os.path.islink(drop_in))
+        self.assertEqual(['hosts'], os.listdir(self.out))
+
     def test_kolla_keeps_the_operators_entries_aliases_and_filters(self):
         nic = '{"vendor_id": "8086", "product_id": "154c"}'
         alias = '{"name": "x710", "vendor_id": "8086", "product_id": "154c"}'
