@@ -148,11 +148,18 @@ def filters(theirs, ours):
 
 def yaml_document(path, text, problems):
     """A YAML mapping (``{}`` for an empty file); a problem if not one."""
+    # yaml.safe_load as OpenStack-Ansible reads it: anchors and aliases
+    # (its example file shares host lists so) are fine there.
     try:
         found = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        problems.append('%s: not YAML (%s)' % (path, str(exc).replace(
-            '\n', ' ')))
+        mark = getattr(exc, 'problem_mark', None)
+        where = ('line %d column %d: ' % (mark.line + 1, mark.column + 1)
+                 if mark else '')
+        what = getattr(exc, 'problem', None) or str(exc).split('\n')[0]
+        context = getattr(exc, 'context', None)
+        problems.append('%s: %sinvalid YAML: %s%s' % (
+            path, where, what, ' (%s)' % context if context else ''))
         return {}
     if found is None:
         return {}

@@ -408,6 +408,23 @@ class TestOperatorFiles(Base):
         self.assertTrue(os.path.islink(drop_in))
         self.assertEqual(['hosts'], os.listdir(self.out))
 
+    def test_an_operator_yaml_fault_is_named_by_line(self):
+        # PyYAML's own text was given, its newlines flattened: the line
+        # of the fault sat among the snippet's blanks and carets.
+        self.put('openstack_user_config.yml', 'global_overrides:\n'
+                 '  nova_pci_alias: [\n')
+        self.assert_refused(
+            'openstack-ansible', '\n  openstack_user_config.yml: line 3 '
+            'column 1: invalid YAML: expected the node content, but found '
+            '\'<stream end>\' (while parsing a flow node)\n')
+        # Anchors and aliases, as OpenStack-Ansible's example file has
+        # them, are read as it reads them.
+        self.put('openstack_user_config.yml', 'infra_hosts: &infra\n'
+                 '  infra1: {ip: 172.29.236.11}\n'
+                 'shared-infra_hosts: *infra\n')
+        result = self.write('openstack-ansible')
+        self.assertEqual(0, result.code, result.stderr)
+
     def test_kolla_keeps_the_operators_entries_aliases_and_filters(self):
         nic = '{"vendor_id": "8086", "product_id": "154c"}'
         alias = '{"name": "x710", "vendor_id": "8086", "product_id": "154c"}'
