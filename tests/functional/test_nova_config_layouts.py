@@ -425,6 +425,28 @@ class TestOperatorFiles(Base):
         result = self.write('openstack-ansible')
         self.assertEqual(0, result.code, result.stderr)
 
+    def test_an_operators_alias_of_our_name_is_kept_or_refused(self):
+        # The operator's own h100 alias, with a NUMA policy, was replaced
+        # by ours without a word, its numa_policy lost.
+        theirs = ('{"name": "h100", "vendor_id": "10de", "product_id": '
+                  '"2330", "numa_policy": "required"}')
+        self.put('nova.conf', '[pci]\nalias = %s\n' % theirs)
+        self.assert_refused(
+            'kolla', '\n  nova.conf [pci]: alias h100 is %s, and this '
+            'run\'s alias of that name, {"name": "h100", "vendor_id": '
+            '"10de", "product_id": "2330"}, would replace it: remove it '
+            'there, or give the GPUs another --alias name\n' % theirs)
+        self.put('openstack_user_config.yml', 'global_overrides:\n'
+                 '  nova_pci_alias:\n  - %s\n' % theirs)
+        self.assert_refused(
+            'openstack-ansible', '\n  openstack_user_config.yml: '
+            'nova_pci_alias: alias h100 is %s' % theirs)
+        # The same alias as ours is no loss.
+        ours = '{"name": "h100", "vendor_id": "10de", "product_id": "2330"}'
+        self.put('nova.conf', '[pci]\nalias = %s\n' % ours)
+        result = self.write('kolla')
+        self.assertEqual(0, result.code, result.stderr)
+
     def test_kolla_keeps_the_operators_entries_aliases_and_filters(self):
         nic = '{"vendor_id": "8086", "product_id": "154c"}'
         alias = '{"name": "x710", "vendor_id": "8086", "product_id": "154c"}'
