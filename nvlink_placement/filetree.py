@@ -32,7 +32,7 @@ def check(directory, relatives, owned=None):
     :param owned: ``owned(text) -> bool``: whether an existing file is one
         the caller wrote and may replace (None: any file may be replaced).
     :raises NvlinkError: naming the path and what is wrong; every file
-        ``owned`` refuses, at once.
+        ``owned`` refuses (and every link to nothing), at once.
     """
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise errors.NvlinkError('--output-dir %s is not a directory'
@@ -61,9 +61,8 @@ def check(directory, relatives, owned=None):
             raise errors.NvlinkError('cannot read %s to compare it'
                                      % path)
     foreign = [_target(directory, r) for r in relatives
-               if owned is not None and os.path.isfile(_target(
-                   directory, r)) and not owned(textfile.read(
-                       _target(directory, r)))]
+               if owned is not None and _foreign(_target(directory, r),
+                                                 owned)]
     if foreign:
         raise errors.NvlinkError(
             'nothing written: these files are already there and were not '
@@ -71,6 +70,16 @@ def check(directory, relatives, owned=None):
             'they are left as they are; move them away, or move their '
             'settings to the files the command does not write, and run it '
             'again:\n  %s' % '\n  '.join(foreign))
+
+
+def _foreign(path, owned):
+    """Whether ``path`` is there and not the caller's to replace.
+
+    A link to nothing is (someone made it; writing would replace it).
+    """
+    if os.path.islink(path) and not os.path.exists(path):
+        return True
+    return os.path.isfile(path) and not owned(textfile.read(path))
 
 
 def write(directory, texts, mode=0o644, owned=None):

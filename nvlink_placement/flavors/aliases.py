@@ -401,11 +401,16 @@ def for_flavors(flavors, hosts, specs=(), alias_config=None,
     if alias_config or resource_class or (len(found) <= 1 and not specs):
         return aliases_for(flavors, hosts, alias_config, resource_class)
     if specs:
-        known = {one.name: one.resource_class
-                 for one in assign(hosts, specs)}
+        assigned = assign(hosts, specs)
+        known = {one.name: one.resource_class for one in assigned}
+        # The example names a model no --alias names, never a named one.
+        unnamed = [one for one in assigned if one.derived]
     else:
         known = {derived_name(c.resource_class): c.resource_class
                  for c in found}
+        unnamed = found
+    ids = next(('%s:%s' % (c.vendor_id, c.product_id) for c in unnamed
+                if c.vendor_id and c.product_id), 'VENDOR:PRODUCT')
     out = {}
     for flavor in flavors:
         for name in inputs.alias_names([flavor]):
@@ -413,9 +418,9 @@ def for_flavors(flavors, hosts, specs=(), alias_config=None,
                 raise errors.NvlinkError(
                     'flavor %s names alias %s, which no GPU model of the '
                     'topology has (aliases: %s): give the --alias options '
-                    'given to flavor generate (e.g. --alias %s=10de:2330), '
+                    'given to flavor generate (e.g. --alias %s=%s), '
                     'or --alias-config' % (flavor['name'], name,
-                                           ', '.join(known), name))
+                                           ', '.join(known), name, ids))
             out[name] = request.Alias(name, known[name])
     return out
 

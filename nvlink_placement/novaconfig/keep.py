@@ -129,6 +129,28 @@ def alias_lines(ours, *kept):
     return out + [a for a in ours if a not in out]
 
 
+def changed_aliases(where, ours, theirs, problems):
+    """Name each operator's alias that one of ``ours`` would change.
+
+    An alias of one of our names is replaced by ours (:func:`alias_lines`);
+    where the operator's says more or else (``numa_policy``,
+    ``device_type``, other ids) that would be lost without a word.
+
+    :param where: the file (and key) ``theirs`` come from.
+    :param ours: / :param theirs: alias JSON texts.
+    :param problems: list the problems are added to.
+    """
+    mine = {alias_name(a): json.loads(a) for a in ours}
+    for text in theirs:
+        name = alias_name(text)
+        if name in mine and json.loads(text) != mine[name]:
+            problems.append(
+                '%s: alias %s is %s, and this run\'s alias of that name, %s,'
+                ' would replace it: remove it there, or give the GPUs '
+                'another --alias name' % (where, name, text,
+                                          json.dumps(mine[name])))
+
+
 def filters(theirs, ours):
     """``enabled_filters``: the operator's list with ours added at its end.
 
@@ -148,11 +170,18 @@ def filters(theirs, ours):
 
 def yaml_document(path, text, problems):
     """A YAML mapping (``{}`` for an empty file); a problem if not one."""
+    # yaml.safe_load as OpenStack-Ansible reads it: anchors and aliases
+    # (its example file shares host lists so) are fine there.
     try:
         found = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        problems.append('%s: not YAML (%s)' % (path, str(exc).replace(
-            '\n', ' ')))
+        mark = getattr(exc, 'problem_mark', None)
+        where = ('line %d column %d: ' % (mark.line + 1, mark.column + 1)
+                 if mark else '')
+        what = getattr(exc, 'problem', None) or str(exc).split('\n')[0]
+        context = getattr(exc, 'context', None)
+        problems.append('%s: %sinvalid YAML: %s%s' % (
+            path, where, what, ' (%s)' % context if context else ''))
         return {}
     if found is None:
         return {}

@@ -191,9 +191,11 @@ def files(rows, host_names, layout, tree=None):
     problems = []
     out = build(rows, host_names, tree or {}, problems)
     if problems:
+        # A file is read once per option looked for: name each fault once.
         raise errors.NvlinkError(
             'nothing written: the output directory holds settings these '
-            'files would drop or lose to:\n  %s' % '\n  '.join(problems))
+            'files would drop or lose to:\n  %s'
+            % '\n  '.join(dict.fromkeys(problems)))
     return out
 
 
@@ -298,8 +300,10 @@ def _kolla(rows, host_names, tree, problems):
     where, values = _ini_last(tree, common, 'pci', 'device_spec', problems)
     carried = keep.other_entries(keep.spec_entries(
         '%s [pci] device_spec' % where, values, problems), ids)
-    _, theirs = _ini_last(tree, ('global.conf', 'nova.conf'), 'pci',
-                          'alias', problems)
+    where, theirs = _ini_last(tree, ('global.conf', 'nova.conf'), 'pci',
+                              'alias', problems)
+    keep.changed_aliases('%s [pci]' % where, _aliases(rows), theirs,
+                         problems)
     aliases = keep.alias_lines(_aliases(rows), theirs, _previous_aliases(
         tree, 'nova/nova-api.conf', problems))
     _, enabled = _ini_last(tree, ('global.conf', 'nova.conf'),
@@ -394,10 +398,12 @@ def _osa(rows, host_names, tree, problems):
     if text is not None and keep.written_here(text):
         previous = keep.yaml_document(OSA_GROUP_FILE, text, problems).get(
             'nova_pci_alias') or []
-    theirs = everywhere.get('nova_pci_alias', (None, []))[1] or []
-    aliases = keep.alias_lines(_aliases(rows), [
-        a if isinstance(a, str) else json.dumps(a) for a in theirs],
-        previous)
+    where, theirs = everywhere.get('nova_pci_alias', (None, []))
+    theirs = [a if isinstance(a, str) else json.dumps(a)
+              for a in theirs or []]
+    keep.changed_aliases('%s: nova_pci_alias' % where, _aliases(rows),
+                         theirs, problems)
+    aliases = keep.alias_lines(_aliases(rows), theirs, previous)
     specs = novaconfig.host_device_specs(rows, host_names)
     out = collections.OrderedDict()
     for name in host_names:

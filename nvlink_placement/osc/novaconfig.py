@@ -8,6 +8,7 @@ import argparse
 import collections
 import os
 
+from nvlink_placement import documents
 from nvlink_placement import filetree
 from nvlink_placement.flavors import generate
 from nvlink_placement.novaconfig import keep
@@ -175,10 +176,11 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
         present = filetree.existing(out)
         tree = {}
         for relative in present + [layouts.KOLLA_GLOBALS]:
-            if layouts.reads(layout, relative):
-                text = textfile.read(os.path.join(out, *relative.split('/')))
-                if text is not None:
-                    tree[relative] = text
+            path = os.path.join(out, *relative.split('/'))
+            if layouts.reads(layout, relative) and os.path.lexists(path):
+                # Whole or refused by name: a setting past a cut-off, or
+                # behind a dangling link, would be missed without a word.
+                tree[relative] = documents.read_text(path)
         planned = layouts.files(self.settings, names, layout, tree)
         done = filetree.write(out, collections.OrderedDict(
             (path, text) for path, (_, _, text) in planned.items()),

@@ -222,6 +222,17 @@ class TestMixedFleet(base.BaseTestCase):
                       result.stderr)
         self.assertNotIn('Traceback', result.stderr)
         self.assertEqual('', result.stdout)
+        # Half the --alias options: the example names the model left
+        # unnamed (B200), not H100's ids, which h100 already has.
+        result = cli.run(self, 'nvlink', 'flavor', 'verify', '--flavors',
+                         flavors, '--topology', MIXED, '--snapshot',
+                         reshaped, '--alias', 'h100')
+        self.assertEqual((1, ''), (result.code, result.stdout))
+        self.assertIn('flavor gpu.b200.1x names alias b200, which no GPU '
+                      'model of the topology has (aliases: h100, '
+                      'pci-10de-2901): give the --alias options given to '
+                      'flavor generate (e.g. --alias b200=10de:2901), or '
+                      '--alias-config\n', result.stderr)
         # Nova's own alias lines (nova-config --ini) tell it too.
         ini = self.ok('nova-config', '--topology', MIXED, *ALIASES +
                       ('--ini',)).stdout

@@ -371,6 +371,82 @@ class TestOperatorFiles(Base):
             '../globals.yml: nova_pci_passthrough_whitelist: kolla-ansible\'s'
             ' nova.conf template writes it as [pci] passthrough_whitelist')
 
+    def test_a_file_that_is_not_ini_is_named_once(self):
+        # Read once per option the layout looks for, it was named once
+        # per read: the same line four times.
+        self.put('nova.conf', '[DEFAULT]\ndebug = True\nnot a setting\n')
+        stderr = self.assert_refused(
+            'kolla', 'nova.conf: line 3: No \':\' or \'=\' found in '
+            'assignment (not an ini file oslo.config reads)')
+        self.assertEqual(1, stderr.count('nova.conf: line 3'), stderr)
+
+    def test_an_operator_file_is_read_whole_or_refused(self):
+        # A setting past 16 MiB was cut off unread: the old name at the end
+        # of a big nova.conf passed, and the files were written.
+        big = self.put('nova.conf', '[DEFAULT]\n' + ('#' * 99 + '\n') *
+                       170000 + '[pci]\npassthrough_whitelist = '
+                       '{"vendor_id": "8086"}\n')
+        self.assert_refused('kolla', '%s: larger than 16777216 bytes' % big)
+        os.unlink(big)
+        # A link to a file not there (a mount not up yet) hides settings.
+        os.symlink(os.path.join(self.tmp, 'gone.conf'), big)
+        self.assert_refused('kolla', '%s: No such file or directory' % big)
+        os.unlink(big)
+        self.put('nova.conf', '[pci]\nalias = {"name": "caf\xe9"}\n')
+        with open(big, 'ab') as f:
+            f.write(b'# \xff\n')
+        self.assert_refused('kolla', '%s: line 3 column 3: not UTF-8' % big)
+
+    def test_a_link_to_nothing_where_a_file_goes_is_refused(self):
+        # config-dir reads none of its targets: the link was replaced.
+        drop_in = os.path.join(self.out, 'hosts', 'hgx-01',
+                               'nova-compute.conf.d', 'nvlink-placement.conf')
+        os.makedirs(os.path.dirname(drop_in))
+        os.symlink(os.path.join(self.tmp, 'gone.conf'), drop_in)
+        self.assert_refused('config-dir', 'nothing written: these files are '
+                            'already there', '\n  %s' % drop_in)
+        self.assertTrue(os.path.islink(drop_in))
+        self.assertEqual(['hosts'], os.listdir(self.out))
+
+    def test_an_operator_yaml_fault_is_named_by_line(self):
+        # PyYAML's own text was given, its newlines flattened: the line
+        # of the fault sat among the snippet's blanks and carets.
+        self.put('openstack_user_config.yml', 'global_overrides:\n'
+                 '  nova_pci_alias: [\n')
+        self.assert_refused(
+            'openstack-ansible', '\n  openstack_user_config.yml: line 3 '
+            'column 1: invalid YAML: expected the node content, but found '
+            '\'<stream end>\' (while parsing a flow node)\n')
+        # Anchors and aliases, as OpenStack-Ansible's example file has
+        # them, are read as it reads them.
+        self.put('openstack_user_config.yml', 'infra_hosts: &infra\n'
+                 '  infra1: {ip: 172.29.236.11}\n'
+                 'shared-infra_hosts: *infra\n')
+        result = self.write('openstack-ansible')
+        self.assertEqual(0, result.code, result.stderr)
+
+    def test_an_operators_alias_of_our_name_is_kept_or_refused(self):
+        # The operator's own h100 alias, with a NUMA policy, was replaced
+        # by ours without a word, its numa_policy lost.
+        theirs = ('{"name": "h100", "vendor_id": "10de", "product_id": '
+                  '"2330", "numa_policy": "required"}')
+        self.put('nova.conf', '[pci]\nalias = %s\n' % theirs)
+        self.assert_refused(
+            'kolla', '\n  nova.conf [pci]: alias h100 is %s, and this '
+            'run\'s alias of that name, {"name": "h100", "vendor_id": '
+            '"10de", "product_id": "2330"}, would replace it: remove it '
+            'there, or give the GPUs another --alias name\n' % theirs)
+        self.put('openstack_user_config.yml', 'global_overrides:\n'
+                 '  nova_pci_alias:\n  - %s\n' % theirs)
+        self.assert_refused(
+            'openstack-ansible', '\n  openstack_user_config.yml: '
+            'nova_pci_alias: alias h100 is %s' % theirs)
+        # The same alias as ours is no loss.
+        ours = '{"name": "h100", "vendor_id": "10de", "product_id": "2330"}'
+        self.put('nova.conf', '[pci]\nalias = %s\n' % ours)
+        result = self.write('kolla')
+        self.assertEqual(0, result.code, result.stderr)
+
     def test_kolla_keeps_the_operators_entries_aliases_and_filters(self):
         nic = '{"vendor_id": "8086", "product_id": "154c"}'
         alias = '{"name": "x710", "vendor_id": "8086", "product_id": "154c"}'
