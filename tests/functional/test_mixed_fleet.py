@@ -11,7 +11,6 @@ statuses and a host with GPUs of two models.
 
 import json
 import os
-import re
 import shlex
 import shutil
 
@@ -21,6 +20,7 @@ import yaml
 
 from tests.functional import base as fbase
 from tests.functional import cli
+from tests.functional import test_operator_guide_ci as ci
 
 GUIDE = os.path.join(fbase.ROOT, 'doc', 'source', 'operator-guide.rst')
 MIXED = os.path.join(fbase.EXAMPLES, 'hgx-h100-b200.yaml')
@@ -35,21 +35,7 @@ def guide_commands():
         text = f.read()
     start = text.index('A fleet of several GPU models\n---')
     start = text.index('on such a fleet', start)
-    block = text[text.index('::\n', start) + 3:]
-    commands = []
-    for line in re.sub(r'\\\n\s*', ' ', block).splitlines():
-        line = line.strip()
-        if not line.startswith('openstack '):
-            if commands and not line:
-                break
-            continue
-        argv = shlex.split(line)
-        out = None
-        if '>' in argv:
-            out = argv[argv.index('>') + 1]
-            argv = argv[:argv.index('>')]
-        commands.append((argv[1:], out))
-    return commands
+    return ci.block_commands(text[text.index('::\n', start) + 3:])
 
 
 class TestMixedFleet(base.BaseTestCase):

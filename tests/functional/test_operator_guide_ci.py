@@ -28,8 +28,15 @@ def ci_commands():
     with open(GUIDE) as f:
         text = f.read()
     start = text.index('4. **Dry-run in CI**')
-    block = text[text.index('::\n', start) + 3:
-                 text.index('\n5. **', start)]
+    return block_commands(text[text.index('::\n', start) + 3:
+                               text.index('\n5. **', start)])
+
+
+def block_commands(block):
+    """The ``openstack`` lines of a literal block, up to its end.
+
+    :returns: list of ``(argv after "openstack", stdout file or None)``.
+    """
     commands = []
     for line in re.sub(r'\\\n\s*', ' ', block).splitlines():
         line = line.strip()
