@@ -110,17 +110,24 @@ class TestConcurrentReshapes(base.BaseTestCase):
         out, err = process.communicate(timeout=WAIT)
         return process.returncode, out, err
 
-    def race(self, path_a, path_b):
+    def race(self, path_a, path_b, b_reads=None):
         """Run A and B interleaved (module doc); their results.
 
+        :param b_reads: when B reads the tree: ``'first'``, before A's
+            first write (A's writes wait for B's first write); ``'held'``,
+            once A is held mid-way (every request of B waits); None, as
+            the two processes happen to start.
         :returns: ``((code, stdout, stderr) of A, the same of B)``.
         """
         a_proxy, b_proxy = self.proxies
         a_held = threading.Event()
         b_done = threading.Event()
+        b_wrote = threading.Event()
         moves = []
 
         def rule_a(request):
+            if request.is_write and b_reads == 'first':
+                b_wrote.wait(WAIT)
             if is_move(request):
                 moves.append(request.path)
                 if len(moves) == MOVES_FIRST + 1:
@@ -130,6 +137,8 @@ class TestConcurrentReshapes(base.BaseTestCase):
 
         def rule_b(request):
             if request.is_write:
+                b_wrote.set()
+            if request.is_write or b_reads == 'held':
                 a_held.wait(WAIT)
             return fault_proxy.PASS
 
@@ -208,13 +217,26 @@ class TestConcurrentReshapes(base.BaseTestCase):
         self.assertEqual(0, again.returncode, again.stderr)
         self.assertTrue(self.matches(path_b))
 
-    def test_same_topology_twice_converges(self):
+    def same_topology_twice(self, b_reads):
         path = self.topology('a.yaml', faults.topology_doc([self.host]))
-        (code_a, _, err_a), (code_b, _, err_b) = self.race(path, path)
+        (code_a, _, err_a), (code_b, _, err_b) = self.race(
+            path, path, b_reads)
         self.assertEqual(0, code_a, err_a)
         self.assertEqual(0, code_b, err_b)
         self.assertNotIn('another run', err_a + err_b)
         self.assertTrue(self.matches(path))
+
+    def test_same_topology_twice_converges(self):
+        self.same_topology_twice(None)
+
+    def test_same_topology_b_read_the_flat_tree(self):
+        # B planned every write (groups included) on the flat tree; A
+        # made its groups and moves first.
+        self.same_topology_twice('first')
+
+    def test_same_topology_b_read_a_half_tree(self):
+        # B read A's groups and first moves, and made the rest.
+        self.same_topology_twice('held')
 
     def test_flatten_all_reports_a_tree_changed_under_it(self):
         # flatten --all finds its hosts in Placement (not in a topology);
