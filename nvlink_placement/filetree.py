@@ -5,7 +5,10 @@ file whose text is already the same is not touched (its modification time
 stays), so a diff shows only real changes. Every target is checked before
 the first write (:func:`check`): a bad directory, or a file there that the
 caller did not write (``owned``), writes nothing. Each file is replaced
-atomically (:func:`nvlink_placement.textfile.write`).
+atomically (:func:`nvlink_placement.textfile.write`); a file reached by
+a symbolic link (a tree kept under version control elsewhere, linked into
+the deployment tool's folder) is replaced where the link points, and the
+link stays.
 """
 
 import os
@@ -20,6 +23,11 @@ REMOVED = 'removed'
 
 def _target(directory, relative):
     return os.path.join(directory, *relative.split('/'))
+
+
+def _destination(path):
+    """Where a write of ``path`` goes: the file a link points to, or it."""
+    return os.path.realpath(path) if os.path.islink(path) else path
 
 
 def check(directory, relatives, owned=None):
@@ -42,7 +50,7 @@ def check(directory, relatives, owned=None):
         raise errors.NvlinkError('--output-dir %s: its parent directory %s '
                                  'does not exist' % (directory, parent))
     for relative in relatives:
-        path = os.path.abspath(_target(directory, relative))
+        path = os.path.abspath(_destination(_target(directory, relative)))
         if os.path.isdir(path):
             raise errors.NvlinkError('cannot write %s: it is a directory'
                                      % path)
@@ -102,7 +110,7 @@ def write(directory, texts, mode=0o644, owned=None):
         except OSError as exc:
             raise errors.NvlinkError('cannot create %s: %s' % (
                 os.path.dirname(path), exc.strerror or exc))
-        textfile.write(path, text, mode)
+        textfile.write(_destination(path), text, mode)
         done.append((path, WRITTEN))
     return done
 

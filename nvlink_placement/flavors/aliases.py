@@ -146,6 +146,9 @@ class AliasClass:
     :ivar derived: True when no ``--alias`` named it (:func:`derived_name`).
     :ivar sole: True for the one alias of a topology of one model (or
         without ids): its hosts keep every GPU (:func:`hosts_of`).
+    :ivar by_order: True when a bare ``--alias NAME`` was given this model
+        by topology order, among several models no ids named: the name
+        moves to another model if the topology's host order changes.
     """
     name: str
     resource_class: str
@@ -154,6 +157,7 @@ class AliasClass:
     hosts: tuple
     derived: bool = False
     sole: bool = False
+    by_order: bool = False
 
 
 def parse(text):
@@ -291,6 +295,8 @@ def assign(hosts, specs, vendor_id=None, product_id=None,
                 ', '.join(bare[len(rest):])))
     for name, gpu_class in zip(bare, rest):
         chosen[gpu_class.resource_class] = name
+    by_order = {c.resource_class for c in rest[:len(bare)]} if len(
+        rest) > 1 else set()
     out = []
     taken = set(chosen.values())
     for gpu_class in found:
@@ -306,7 +312,8 @@ def assign(hosts, specs, vendor_id=None, product_id=None,
                         gpu_class.product_id))
         out.append(AliasClass(name, gpu_class.resource_class,
                               gpu_class.vendor_id, gpu_class.product_id,
-                              gpu_class.hosts, derived))
+                              gpu_class.hosts, derived,
+                              by_order=gpu_class.resource_class in by_order))
     return out
 
 

@@ -57,9 +57,10 @@ ALIAS_HELP = (
     'the GPUs of those PCI ids. Repeat it for a fleet of several GPU '
     'models: one alias per model; NAME=VENDOR:PRODUCT names that model, '
     'each bare NAME the next model not named so, in topology order (the '
-    'order in which the hosts, in file order, first show each model); a '
-    'model left unnamed gets the alias pci-<vendor>-<product>, said on '
-    'standard error.')
+    'order in which the hosts, in file order, first show each model: '
+    'said on standard error, as another host order gives the names to '
+    'other models); a model left unnamed gets the alias '
+    'pci-<vendor>-<product>, said on standard error.')
 
 
 def add_alias_argument(parser, required=True, help=ALIAS_HELP):
@@ -69,8 +70,20 @@ def add_alias_argument(parser, required=True, help=ALIAS_HELP):
 
 
 def warn_derived(found):
-    """Name on the log each alias no ``--alias`` named."""
+    """Name on the log each alias no ``--alias`` named, or named by order.
+
+    A bare name given by topology order among several models would name
+    another model once the hosts are listed in another order: the warning
+    gives the ``NAME=VENDOR:PRODUCT`` form that pins it.
+    """
     for one in found:
+        if one.by_order:
+            LOG.warning('--alias %s names GPU model %s:%s (%s, on %s) by '
+                        'topology order; --alias %s=%s:%s keeps it so if '
+                        'the hosts are listed in another order', one.name,
+                        one.vendor_id, one.product_id, one.resource_class,
+                        display.names(list(one.hosts)), one.name,
+                        one.vendor_id, one.product_id)
         if one.derived:
             LOG.warning('GPU model %s:%s (%s, on %s) gets alias %s: no '
                         '--alias names it', one.vendor_id, one.product_id,

@@ -131,9 +131,9 @@ class TestMixedFleet(base.BaseTestCase):
                 '--save-snapshot', reshaped)
         return reshaped
 
-    def flavors(self, *argv):
+    def flavors(self, *argv, topology=MIXED):
         out = self.path('flavors-%d.json' % len(os.listdir(self.tmp)))
-        result = self.ok('flavor', 'generate', '--topology', MIXED,
+        result = self.ok('flavor', 'generate', '--topology', topology,
                          '-f', 'json', *argv)
         with open(out, 'w') as f:
             f.write(result.stdout)
@@ -235,12 +235,33 @@ class TestMixedFleet(base.BaseTestCase):
 
     def test_alias_forms(self):
         # Bare names in topology order; NAME=VENDOR:PRODUCT in any order.
-        _, names, _ = self.flavors('--alias', 'h100', '--alias', 'b200',
-                                   '--sizes', '1')
+        _, names, result = self.flavors('--alias', 'h100', '--alias', 'b200',
+                                        '--sizes', '1')
         self.assertEqual(['gpu.h100.1x', 'gpu.b200.1x'], names)
-        _, names, _ = self.flavors('--alias', 'b=10de:2901', '--alias', 'h',
-                                   '--sizes', '1')
+        # Named by order: said, with the form that pins it.
+        self.assertIn('--alias h100 names GPU model 10de:2330 (CUSTOM_PCI_'
+                      '10DE_2330, on h100-01, h100-02) by topology order; '
+                      '--alias h100=10de:2330 keeps it so', result.stderr)
+        self.assertIn('--alias b200=10de:2901 keeps it so', result.stderr)
+        _, names, result = self.flavors('--alias', 'b=10de:2901', '--alias',
+                                        'h', '--sizes', '1')
         self.assertEqual(['gpu.h.1x', 'gpu.b.1x'], names)
+        # One model left for the bare name: no order to depend on.
+        self.assertNotIn('topology order', result.stderr)
+        # The B200 hosts listed first: the bare names swap models, and
+        # the warning says which model each name now names.
+        with open(MIXED) as f:
+            doc = yaml.safe_load(f)
+        doc['hosts'] = dict(sorted(doc['hosts'].items()))
+        with open(self.path('fleet.yaml'), 'w') as f:
+            yaml.safe_dump(doc, f, sort_keys=False)
+        _, names, result = self.flavors('--alias', 'h100', '--alias', 'b200',
+                                        '--sizes', '1',
+                                        topology=self.path('fleet.yaml'))
+        self.assertEqual(['gpu.h100.1x', 'gpu.b200.1x'], names)
+        self.assertIn('--alias h100 names GPU model 10de:2901 (CUSTOM_PCI_'
+                      '10DE_2901, on b200-01, b200-02) by topology order',
+                      result.stderr)
         # A model no --alias names gets its derived alias, said so.
         _, names, result = self.flavors('--alias', 'h100', '--sizes', '1')
         self.assertEqual(['gpu.h100.1x', 'gpu.pci-10de-2901.1x'], names)

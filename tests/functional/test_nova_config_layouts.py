@@ -408,6 +408,43 @@ class TestOperatorFiles(Base):
         self.assertTrue(os.path.islink(drop_in))
         self.assertEqual(['hosts'], os.listdir(self.out))
 
+    def test_a_folder_where_an_operator_file_goes_is_refused(self):
+        # A folder named nova.conf (a volume mounted at the wrong path)
+        # was skipped as no file: its settings never reached the check.
+        for layout, relative in (('kolla', 'nova.conf'),
+                                 ('openstack-ansible',
+                                  'openstack_user_config.yml')):
+            folder = os.path.join(self.out, relative)
+            os.makedirs(folder)
+            self.assert_refused(layout, '%s: is a directory, not a file'
+                                % folder)
+            os.rmdir(folder)
+
+    def test_a_link_to_a_file_it_wrote_is_written_through(self):
+        # The operator keeps the files in a repository and links them in:
+        # the link was replaced by a file, the repository kept the old
+        # text.
+        self.assertEqual(0, self.write('config-dir').code)
+        drop_in = os.path.join(self.out, 'hosts', 'hgx-01',
+                               'nova-compute.conf.d', 'nvlink-placement.conf')
+        with open(drop_in) as f:
+            fresh = f.read()
+        kept = os.path.join(self.tmp, 'repo', 'hgx-01.conf')
+        os.makedirs(os.path.dirname(kept))
+        # Ours (its first line, the mark, kept), but out of date.
+        with open(kept, 'w') as f:
+            f.write(fresh.splitlines(True)[0] + '[pci]\n')
+        os.unlink(drop_in)
+        os.symlink(kept, drop_in)
+        result = self.write('config-dir', '-f', 'json')
+        self.assertEqual(0, result.code, result.stderr)
+        self.assertIn({'file': drop_in, 'status': 'written'},
+                      [{k: r[k] for k in ('file', 'status')}
+                       for r in json.loads(result.stdout)])
+        self.assertEqual(kept, os.readlink(drop_in))
+        with open(kept) as f:
+            self.assertEqual(fresh, f.read())
+
     def test_an_operator_yaml_fault_is_named_by_line(self):
         # PyYAML's own text was given, its newlines flattened: the line
         # of the fault sat among the snippet's blanks and carets.
