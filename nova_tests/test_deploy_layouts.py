@@ -11,15 +11,16 @@ the operator's own settings, then merged as its tool merges it:
   SR-IOV NIC's entry and alias, and a filter of theirs; then the same with
   an old-name ``passthrough_whitelist``, which Nova would read first (so
   nova-config refuses it);
-- openstack-ansible: ``ansible-inventory`` over an inventory with
-  OpenStack-Ansible's groups (``inventory/env.d/nova.yml``: nova-api,
-  nova-conductor and nova-scheduler in one ``nova_api_container``, every
-  nova group a child of ``nova_all``), the operator's
-  ``openstack_user_config.yml`` overrides given to the hosts as
-  OpenStack-Ansible's inventory gives them, and the written ``host_vars``
-  and ``group_vars`` beside it; then ``config_template`` (what os_nova
-  renders ``nova.conf`` with) over a template with os_nova's
-  ``nova_device_spec``, ``nova_pci_alias`` and scheduler filter variables;
+- openstack-ansible: ``ansible-inventory`` over the inventory
+  OpenStack-Ansible's own generator made from the operator's
+  ``openstack_user_config.yml`` (``fixtures/osa/``: its default
+  ``env.d`` puts nova-api, nova-conductor and nova-scheduler in one
+  ``nova_api_container``, every nova group a child of ``nova_all``;
+  ``global_overrides`` and ``container_vars`` as its variables), and the
+  written ``host_vars`` and ``group_vars`` beside it; then
+  ``config_template`` (what os_nova renders ``nova.conf`` with) over a
+  template with os_nova's ``nova_device_spec``, ``nova_pci_alias`` and
+  scheduler filter variables;
 - config-dir: oslo.config itself, as RDO's ``openstack-nova-compute``
   starts nova-compute (no ``--config-file``: ``nova.conf``, then the
   default folders) and as Debian's unit does (explicit ``--config-file``,
@@ -104,8 +105,10 @@ KOLLA_PLAY = """
         mode: "0600"
       loop: "{{ services }}"
 """
+# os_nova's play runs on the hosts of nova_all (the physical infra host,
+# also in the inventory, gets no nova.conf).
 OSA_PLAY = """
-- hosts: all
+- hosts: nova_all
   gather_facts: false
   tasks:
     - name: The config directory
@@ -151,50 +154,39 @@ OSA_DEFAULTS = {
         'AggregateIoOpsFilter', 'ComputeCapabilitiesFilter',
         'ImagePropertiesFilter', 'ServerGroupAntiAffinityFilter',
         'ServerGroupAffinityFilter', 'NUMATopologyFilter']}
-# The nova_api_container on infra1, as OpenStack-Ansible's inventory names
-# a container (<host>_<container skeleton>-<suffix>).
-API_CONTAINER = 'infra1_nova_api_container-5c2a1f3e'
-# The operator's openstack_user_config.yml: the NIC everywhere, a second
-# NIC port on hgx-02 only (its container_vars), their alias and filter.
+# OpenStack-Ansible's inventory of this cloud, as its own generator made
+# it from the operator's openstack_user_config.yml (fixtures/osa/README):
+# the NIC everywhere, a second NIC port on hgx-02 only (its
+# container_vars), their alias and filter.
+OSA_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            'fixtures', 'osa')
 HGX02_NIC = '{"vendor_id": "8086", "product_id": "1572", ' \
             '"physical_network": "physnet2"}'
-USER_CONFIG = {
-    'global_overrides': {
-        'nova_device_spec': [NIC_SPEC, GENERIC],
-        'nova_pci_alias': [NIC_ALIAS],
-        'nova_scheduler_extra_filters': [THEIR_FILTER]},
-    'compute_hosts': {
-        'hgx-02': {'ip': '172.29.236.12', 'container_vars': {
-            'nova_device_spec': [NIC_SPEC, HGX02_NIC]}}},
-    'compute-infra_hosts': {'infra1': {'ip': '172.29.236.11'}},
-}
+# A dynamic inventory whose --list answer is the capture.
+INVENTORY_SCRIPT = """#!/bin/sh
+[ "$1" = --list ] || { echo '{}'; exit 0; }
+exec cat "%s"
+"""
 
 
-def osa_inventory():
-    """OpenStack-Ansible's inventory of this cloud, as a static one.
+def osa_inventory(deploy):
+    """OpenStack-Ansible's inventory beside ``deploy``'s files.
 
-    Groups as ``inventory/env.d/nova.yml`` makes them: the API container
-    in each group its skeleton ``contains``, every nova group a child of
-    ``nova_all``; ``global_overrides`` as variables of ``all`` and each
-    host's ``container_vars`` as its own variables (how its dynamic
-    inventory gives them).
+    The capture is given as a dynamic inventory in ``deploy`` (where
+    Ansible then finds the ``group_vars`` and ``host_vars`` written
+    there), as OpenStack-Ansible's generator gives it.
+
+    :returns: ``(inventory script path, the nova_api_container's name)``.
     """
-    local = {'ansible_connection': 'local',
-             'ansible_python_interpreter': sys.executable}
-    computes = {h: dict(local) for h in fx.HOSTS}
-    computes['hgx-02'].update(
-        USER_CONFIG['compute_hosts']['hgx-02']['container_vars'])
-    api = {API_CONTAINER: dict(local)}
-    groups = {g: {'hosts': api} for g in (
-        'nova_api_metadata', 'nova_api_os_compute', 'nova_conductor',
-        'nova_scheduler', 'nova_console')}
-    groups['nova_compute'] = {'hosts': computes}
-    return {'all': {
-        'vars': dict(USER_CONFIG['global_overrides']),
-        'children': {
-            'nova_all': {'children': groups},
-            'nova_api_container': {'hosts': {API_CONTAINER: {}}},
-            'compute_hosts': {'hosts': {h: {} for h in fx.HOSTS}}}}}
+    path = os.path.join(deploy, 'inventory.sh')
+    with open(path, 'w') as f:
+        f.write(INVENTORY_SCRIPT % os.path.join(OSA_FIXTURES,
+                                                'inventory.json'))
+    os.chmod(path, 0o755)
+    with open(os.path.join(OSA_FIXTURES, 'inventory.json')) as f:
+        inventory = json.load(f)
+    api, = inventory['nova_api_container']['hosts']
+    return path, api
 
 
 def nova_conf(path, config_dir=None, args=None, default_dirs=(),
@@ -251,7 +243,8 @@ class TestDeployLayouts(base.BaseTestCase):
                  inventory=None, **extra):
         """Run ``play`` on ``hosts`` over a local connection.
 
-        :param inventory: an inventory document instead of ``hosts``.
+        :param inventory: the path of an inventory instead of ``hosts``
+            (its hosts are run over a local connection too).
         """
         if tool is None:
             tool = os.path.join(BIN, 'ansible-playbook')
@@ -261,12 +254,16 @@ class TestDeployLayouts(base.BaseTestCase):
         path = os.path.join(self.tmp, 'play.yml')
         with open(path, 'w') as f:
             f.write(play or '')
-        document = inventory or {'all': {'hosts': {h: {
-            'ansible_connection': 'local',
-            'ansible_python_interpreter': sys.executable} for h in hosts}}}
-        inventory = os.path.join(inventory_dir, 'inventory.yml')
-        with open(inventory, 'w') as f:
-            yaml.safe_dump(document, f)
+        local = {'ansible_connection': 'local',
+                 'ansible_python_interpreter': sys.executable}
+        if inventory is None:
+            document = {'all': {'hosts': {h: local for h in hosts}}}
+            inventory = os.path.join(inventory_dir, 'inventory.yml')
+            with open(inventory, 'w') as f:
+                yaml.safe_dump(document, f)
+        else:
+            # Every host of the tool's inventory, run here.
+            extra = dict(local, **extra)
         env = dict(os.environ, ANSIBLE_HOME=os.path.join(self.tmp, 'ah'),
                    ANSIBLE_LOCAL_TEMP=os.path.join(self.tmp, 'at'),
                    ANSIBLE_NOCOLOR='1', ANSIBLE_RETRY_FILES_ENABLED='0',
@@ -394,17 +391,16 @@ class TestDeployLayouts(base.BaseTestCase):
         # /etc/openstack_deploy with the operator's openstack_user_config.
         deploy = os.path.join(self.tmp, 'openstack_deploy')
         os.makedirs(deploy)
-        with open(os.path.join(deploy, 'openstack_user_config.yml'),
-                  'w') as f:
-            yaml.safe_dump(USER_CONFIG, f)
+        shutil.copy(os.path.join(OSA_FIXTURES, 'openstack_user_config.yml'),
+                    deploy)
         self.write_layout('openstack-ansible', deploy)
-        inventory = osa_inventory()
+        inventory, api_container = osa_inventory(deploy)
         listed = json.loads(self.playbook(
             None, deploy, (), plugins, tool=tool,
             inventory=inventory).stdout)['_meta']['hostvars']
         # nova-api, nova-conductor and nova-scheduler in one container
         # all get every setting: one file for nova_all.
-        api = listed[API_CONTAINER]
+        api = listed[api_container]
         self.assertEqual(
             {'report_in_placement': 'True'},
             api['nova_nova_conf_overrides']['pci'])
@@ -428,12 +424,12 @@ class TestDeployLayouts(base.BaseTestCase):
                       **{k: v for k, v in OSA_DEFAULTS.items()
                          if k == 'osa_default_filters'})
         rendered = {h: nova_conf(os.path.join(out, h, 'nova.conf'))
-                    for h in list(fx.HOSTS) + [API_CONTAINER]}
+                    for h in list(fx.HOSTS) + [api_container]}
         self.assert_nova_sees_members(rendered.get, nic=True)
         specs = whitelist.Whitelist(rendered['hgx-02'].pci.device_spec)
         self.assertEqual('physnet2', specs.device_assignable(dict(
             NIC, product_id='1572')).tags['physical_network'])
-        api = rendered[API_CONTAINER]
+        api = rendered[api_container]
         self.assertTrue(api.filter_scheduler.pci_in_placement)
         self.assertEqual(OSA_DEFAULTS['osa_default_filters'] + [
             THEIR_FILTER, 'PciPassthroughFilter'],
