@@ -222,14 +222,17 @@ def _replace(rows, aliases=None, enabled=None):
     :param enabled: the ``enabled_filters`` value (None: keep the row's).
     """
     ours = _aliases(rows)
+    # Each alias of ours keeps its own reason (its model's resource class
+    # and hosts), not the first one's.
+    reasons = {r.value: r.reason for r in rows
+               if (r.section, r.option) == ALIAS and not r.hosts}
     out = []
     for row in rows:
         key = (row.section, row.option)
         if key == ALIAS and aliases is not None:
             if row.value == ours[0]:
-                out += [dataclasses.replace(row, value=a, reason=(
-                    row.reason if a in ours else KEPT_ALIAS))
-                    for a in aliases]
+                out += [dataclasses.replace(row, value=a, reason=reasons.get(
+                    a, KEPT_ALIAS)) for a in aliases]
             continue
         if key == FILTERS and enabled is not None:
             row = dataclasses.replace(row, value=enabled, reason=(

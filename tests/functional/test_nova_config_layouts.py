@@ -408,6 +408,30 @@ class TestOperatorFiles(Base):
         self.assertTrue(os.path.islink(drop_in))
         self.assertEqual(['hosts'], os.listdir(self.out))
 
+    def test_each_alias_line_has_its_own_models_comment(self):
+        # Two models: the second alias line sat under the first's comment,
+        # which names the first model's resource class and hosts.
+        mixed = os.path.join(os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__)))), 'etc', 'examples',
+            'hgx-h100-b200.yaml')
+        result = cli.run(self, 'nvlink', 'nova-config', '--topology', mixed,
+                         '--alias', 'h100=10de:2330', '--alias',
+                         'b200=10de:2901', '--output-dir', self.out,
+                         '--layout', 'kolla')
+        self.assertEqual(0, result.code, result.stderr)
+        with open(os.path.join(self.out, 'nova', 'nova-api.conf')) as f:
+            lines = f.read().splitlines()
+        aliases = [i for i, line in enumerate(lines)
+                   if line.startswith('alias = ')]
+        self.assertEqual(2, len(aliases), lines)
+        for index, (name, rc, hosts) in zip(aliases, (
+                ('h100', 'CUSTOM_PCI_10DE_2330', 'h100-01, h100-02'),
+                ('b200', 'CUSTOM_PCI_10DE_2901', 'b200-01, b200-02'))):
+            self.assertIn('"name": "%s"' % name, lines[index])
+            self.assertTrue(lines[index - 1].startswith('# '), lines)
+            self.assertIn('(resource class %s, on %s)' % (rc, hosts),
+                          lines[index - 1])
+
     def test_a_folder_where_an_operator_file_goes_is_refused(self):
         # A folder named nova.conf (a volume mounted at the wrong path)
         # was skipped as no file: its settings never reached the check.
