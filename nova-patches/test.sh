@@ -11,6 +11,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-python3}"
+# A relative path (.venv-2026.1/bin/python) made absolute, before the cd
+# below; the link itself is kept (a venv's python is one).
+if [[ "$python" == */* ]]; then
+    python="$(cd "$(dirname "$python")" && pwd)/$(basename "$python")"
+fi
 runner=unittest
 if [ "${1:-}" = --subunit ]; then
     runner=subunit.run
