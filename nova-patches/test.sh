@@ -10,7 +10,8 @@
 # --subunit writes a subunit v2 stream to stdout (python -m subunit.run)
 # instead of unittest's report, the two runs one after the other (subunit
 # v2 streams concatenate); other arguments go to the runner. Exits 0 when
-# both runs pass.
+# both runs pass, 1 when a test failed (with --subunit too: subunit.run
+# itself exits 0 whatever the results, so each stream is read back).
 #
 # Nova's functional tests start nova-api from [wsgi]api_paste_config,
 # which Nova's test configuration looks for in etc/nova/ of a Nova source
@@ -40,11 +41,40 @@ if [ -z "${OS_WSGI__API_PASTE_CONFIG:-}" ]; then
     paste="$("$python" -c 'import sys; print(sys.prefix)')/etc/nova/api-paste.ini"
     [ -f "$paste" ] && export OS_WSGI__API_PASTE_CONFIG="$paste"
 fi
+stream="$(mktemp)"
+trap 'rm -f "$stream"' EXIT
+run() {  # the runner on the given arguments and tests
+    if [ "$runner" = unittest ]; then
+        "$python" -m unittest "$@"
+        return
+    fi
+    # Into a file, not a pipe: with its stdout on a pipe, subunit.run of
+    # Nova's tests (eventlet) hangs.
+    local status=0
+    "$python" -m subunit.run "$@" > "$stream" || status=$?
+    cat "$stream"
+    [ $status = 0 ] || return $status
+    "$python" - "$stream" <<'PY'
+import sys
+
+import subunit
+import testtools
+
+summary = testtools.StreamSummary()
+with open(sys.argv[1], 'rb') as f:
+    summary.startTestRun()
+    # (lines the tests print go into the stream too; skip them)
+    subunit.ByteStreamToStreamResult(f, non_subunit_name='stdout').run(
+        summary)
+    summary.stopTestRun()
+sys.exit(0 if summary.testsRun and summary.wasSuccessful() else 1)
+PY
+}
 # Outside the repository: its folders must not shadow installed packages.
 cd /
 rc=0
-"$python" -m "$runner" "$@" "${unit[@]}" || rc=$?
+run "$@" "${unit[@]}" || rc=$?
 if [ ${#functional[@]} -gt 0 ]; then
-    "$python" -m "$runner" "$@" "${functional[@]}" || rc=$?
+    run "$@" "${functional[@]}" || rc=$?
 fi
 exit $rc
