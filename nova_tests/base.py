@@ -115,6 +115,10 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(
 #   which.
 # - MAX_MICROVERSION: nova/api/openstack/api_version_request.py
 #   _MAX_API_VERSION, what flavor verify reads to name the release.
+# - FAKE_LIBVIRT_KEEPS_PCI: Nova's fake libvirt keeps a guest's PCI
+#   <hostdev> elements in the domain it defines, so XMLDesc shows them
+#   (nova/tests/fixtures/libvirt.py Domain._parse_definition: Nova 31 and
+#   later; Nova 29's keeps mdev ones only).
 # - PLACEMENT_WIDE_TREES: the installed openstack-placement registers
 #   [workarounds] optimize_for_wide_provider_trees (13.0.1 and 15.0.0 on
 #   do; 11.0.1, 2024.1, has only the two [placement] wide-tree options).
@@ -122,6 +126,8 @@ NOVA_RELEASE = int(importlib.metadata.version('nova').split('.')[0])
 OWNER_FILTER = hasattr(request_filter, 'owner_nova_filter')
 OWNER_REPORTED = 'OWNER_NOVA' in inspect.getsource(pci_placement_translator)
 MAX_MICROVERSION = api_version_request._MAX_API_VERSION
+FAKE_LIBVIRT_KEEPS_PCI = "dev_type == 'pci'" in inspect.getsource(
+    fakelibvirt.Domain._parse_definition)
 
 
 def _placement_wide_trees():
