@@ -115,10 +115,31 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(
 #   which.
 # - MAX_MICROVERSION: nova/api/openstack/api_version_request.py
 #   _MAX_API_VERSION, what flavor verify reads to name the release.
+# - FAKE_LIBVIRT_KEEPS_PCI: Nova's fake libvirt keeps a guest's PCI
+#   <hostdev> elements in the domain it defines, so XMLDesc shows them
+#   (nova/tests/fixtures/libvirt.py Domain._parse_definition: Nova 31 and
+#   later; Nova 29's keeps mdev ones only).
+# - PLACEMENT_WIDE_TREES: the installed openstack-placement registers
+#   [workarounds] optimize_for_wide_provider_trees (13.0.1 and 15.0.0 on
+#   do; 11.0.1, 2024.1, has only the two [placement] wide-tree options).
 NOVA_RELEASE = int(importlib.metadata.version('nova').split('.')[0])
 OWNER_FILTER = hasattr(request_filter, 'owner_nova_filter')
 OWNER_REPORTED = 'OWNER_NOVA' in inspect.getsource(pci_placement_translator)
 MAX_MICROVERSION = api_version_request._MAX_API_VERSION
+FAKE_LIBVIRT_KEEPS_PCI = "dev_type == 'pci'" in inspect.getsource(
+    fakelibvirt.Domain._parse_definition)
+
+
+def _placement_wide_trees():
+    from oslo_config import cfg
+    from placement import conf as placement_conf
+    conf = cfg.ConfigOpts()
+    placement_conf.register_opts(conf)
+    return ('workarounds' in conf and
+            'optimize_for_wide_provider_trees' in conf.workarounds)
+
+
+PLACEMENT_WIDE_TREES = _placement_wide_trees()
 # The installed Nova's own traits on a PCI provider
 # (pci_placement_translator).
 PCI_TRAITS = ('COMPUTE_MANAGED_PCI_DEVICE',) + (
@@ -135,11 +156,16 @@ def matching_spec(dev_filter, dev):
     :param dev: dict of the device's PCI properties.
     :returns: the ``PciDeviceSpec``, or None when none matches. Nova 31+
         ``Whitelist.device_assignable`` returns it; Nova 29's returns a
-        bool, and ``get_devspec`` the entry (``nova/pci/whitelist.py``).
+        bool, and its ``get_devspec`` (what its translator calls) takes a
+        ``PciDevice`` object, not a dict (``nova/pci/whitelist.py``): the
+        entry then comes from ``get_devspec`` on the object Nova's
+        tracker would make of ``dev`` (``PciDevice.create``).
     """
     found = dev_filter.device_assignable(dev)
     if found is True:     # Nova 29: a bool; the entry from get_devspec
-        return dev_filter.get_devspec(dev)
+        from nova import objects
+        objects.register_all()
+        return dev_filter.get_devspec(objects.PciDevice.create(None, dev))
     return found or None
 
 

@@ -291,7 +291,7 @@ class TestDeployLayouts(base.BaseTestCase):
             # Nova refuses a bad entry here (PciConfigInvalidSpec).
             specs = whitelist.Whitelist(conf.pci.device_spec)
             if nic:
-                spec = specs.device_assignable(dict(NIC))
+                spec = nova_base.matching_spec(specs, dict(NIC))
                 self.assertIsNotNone(spec, host)
                 self.assertEqual('physnet1', spec.tags['physical_network'])
             gpus = dict(fx.MEMBER_TRAITS[host])
@@ -427,8 +427,8 @@ class TestDeployLayouts(base.BaseTestCase):
                     for h in list(fx.HOSTS) + [api_container]}
         self.assert_nova_sees_members(rendered.get, nic=True)
         specs = whitelist.Whitelist(rendered['hgx-02'].pci.device_spec)
-        self.assertEqual('physnet2', specs.device_assignable(dict(
-            NIC, product_id='1572')).tags['physical_network'])
+        self.assertEqual('physnet2', nova_base.matching_spec(
+            specs, dict(NIC, product_id='1572')).tags['physical_network'])
         api = rendered[api_container]
         self.assertTrue(api.filter_scheduler.pci_in_placement)
         self.assertEqual(OSA_DEFAULTS['osa_default_filters'] + [

@@ -116,7 +116,7 @@ class TestDeviceSpecLikeNova(test.NoDBTestCase):
         traits = {}
         for address, product in TWO_MODELS.items():
             for ids in (('10de', product), ('10de', OTHER[product])):
-                spec = nova.device_assignable({
+                spec = base.matching_spec(nova, {
                     'vendor_id': ids[0], 'product_id': ids[1],
                     'address': address, 'parent_addr': None,
                     'dev_type': 'type-PCI'})

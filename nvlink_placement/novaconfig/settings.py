@@ -85,7 +85,8 @@ WIDE_SETTINGS = (
      'breadth-first', 'spread the 1000 candidates over hosts instead of '
      'exhausting the first one'),
     ('workarounds', 'optimize_for_wide_provider_trees', 'True',
-     'prune equivalent permutations of identical GPUs'),
+     'prune equivalent permutations of identical GPUs (not in '
+     'openstack-placement 11.0.1, 2024.1, which ignores it)'),
 )
 
 

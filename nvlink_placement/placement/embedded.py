@@ -22,7 +22,8 @@ The wide-tree settings from design.rst s6 are on, so allocation
 candidate queries over many identical GPUs cannot hang the tool:
 ``[placement] max_allocation_candidates = 1000``,
 ``allocation_candidates_generation_strategy = breadth-first`` and
-``[workarounds] optimize_for_wide_provider_trees = True``.
+``[workarounds] optimize_for_wide_provider_trees = True``, each where the
+installed openstack-placement has it (11.0.1, 2024.1, lacks the last).
 """
 
 import logging
@@ -43,6 +44,14 @@ from nvlink_placement.placement import snapshot_db
 
 LOG = logging.getLogger(__name__)
 MAX_ALLOCATION_CANDIDATES = 1000
+#: The wide-tree settings (group, option, value), each set where the
+#: installed Placement registers it.
+WIDE_TREE_OVERRIDES = (
+    ('placement', 'max_allocation_candidates', MAX_ALLOCATION_CANDIDATES),
+    ('placement', 'allocation_candidates_generation_strategy',
+     'breadth-first'),
+    ('workarounds', 'optimize_for_wide_provider_trees', True),
+)
 _CONFIGURED = False
 
 
@@ -53,12 +62,12 @@ def _config():
     conf.set_override('connection', 'sqlite://', group='placement_database')
     conf.set_override('sync_on_startup', False, group='placement_database')
     conf.set_override('auth_strategy', 'noauth2', group='api')
-    conf.set_override('max_allocation_candidates', MAX_ALLOCATION_CANDIDATES,
-                      group='placement')
-    conf.set_override('allocation_candidates_generation_strategy',
-                      'breadth-first', group='placement')
-    conf.set_override('optimize_for_wide_provider_trees', True,
-                      group='workarounds')
+    for group, option, value in WIDE_TREE_OVERRIDES:
+        # Only what the installed Placement has: openstack-placement
+        # 11.0.1 (2024.1) has no [workarounds]
+        # optimize_for_wide_provider_trees (13.0.1 and 15.0.0 on have).
+        if group in conf and option in conf[group]:
+            conf.set_override(option, value, group=group)
     conf([], project='placement', default_config_files=[],
          default_config_dirs=[])
     return conf
