@@ -17,6 +17,7 @@ an untyped consumer is exported without the key, as servers older than
 """
 
 import copy
+import importlib.metadata
 import json
 import logging
 import os
@@ -430,8 +431,18 @@ def _standard_name_problem(name, standard, what):
         return None if _CUSTOM.match(name) else (
             'bad custom %s name %r (CUSTOM_ and then A-Z, 0-9, _)'
             % (what, name))
-    return ('unknown standard %s %r (custom ones start with CUSTOM_)'
-            % (what, name))
+    library = 'os-traits' if what == 'trait' else 'os-resource-classes'
+    return ('unknown standard %s %r (custom ones start with CUSTOM_; a '
+            'snapshot of a newer cloud can hold standard ones that %s %s, '
+            'installed here, does not know: upgrade it)'
+            % (what, name, library, _version(library)))
+
+
+def _version(distribution):
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return '(version unknown)'
 
 
 def _rules(document):

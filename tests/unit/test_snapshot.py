@@ -1,6 +1,7 @@
 """Snapshot files: strict reading and the checks made before any load."""
 
 import copy
+import importlib.metadata
 import json
 import os
 
@@ -37,6 +38,13 @@ def example():
                        'allocations': {CN: {'resources': {'VCPU': 4}},
                                        GPU: {'resources': {RC: 1}}}}}}
 
+
+
+def newer(distribution):
+    """The advice for a name the installed library may not know yet."""
+    return ('a snapshot of a newer cloud can hold standard ones that %s %s, '
+            'installed here, does not know: upgrade it'
+            % (distribution, importlib.metadata.version(distribution)))
 
 class TestRead(base.BaseTestCase):
 
@@ -132,7 +140,8 @@ class TestValidate(base.BaseTestCase):
                  "uuid"),
                 (['resource_providers', 1, 'traits', 0], 'NOT_A_TRAIT',
                  "resource_providers[1].traits[0]: unknown standard trait "
-                 "'NOT_A_TRAIT' (custom ones start with CUSTOM_)"),
+                 "'NOT_A_TRAIT' (custom ones start with CUSTOM_; %s)"
+                 % newer('os-traits')),
                 (['resource_providers', 1, 'parent_provider_uuid'], OTHER,
                  "resource_providers[1].parent_provider_uuid: parent %s of "
                  "'compute-01_0000:4C:00.0' is not in the snapshot" % OTHER),
@@ -166,9 +175,10 @@ class TestValidate(base.BaseTestCase):
             "resource class name 'CUSTOM_' (CUSTOM_ and then A-Z, 0-9, _)",
             "s.json: resource_providers[0].inventories.VCPUS: unknown "
             "standard resource class 'VCPUS' (custom ones start with "
-            "CUSTOM_)",
+            "CUSTOM_; %s)" % newer('os-resource-classes'),
             "s.json: resource_providers[0].traits[2]: unknown standard "
-            "trait 'COMPUTE_NOT_A_TRAIT' (custom ones start with CUSTOM_)"],
+            "trait 'COMPUTE_NOT_A_TRAIT' (custom ones start with CUSTOM_; "
+            "%s)" % newer('os-traits')],
             sorted(self.problems(document)))
 
     def test_lower_case_names_fail_the_schema(self):
