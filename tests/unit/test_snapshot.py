@@ -39,12 +39,12 @@ def example():
                                        GPU: {'resources': {RC: 1}}}}}}
 
 
-
 def newer(distribution):
     """The advice for a name the installed library may not know yet."""
     return ('a snapshot of a newer cloud can hold standard ones that %s %s, '
             'installed here, does not know: upgrade it'
             % (distribution, importlib.metadata.version(distribution)))
+
 
 class TestRead(base.BaseTestCase):
 
