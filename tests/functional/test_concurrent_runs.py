@@ -57,7 +57,8 @@ def is_move(request):
             parts[0] == 'resource_providers')
 
 
-class TestConcurrentReshapes(base.BaseTestCase):
+class Race(base.BaseTestCase):
+    """A Placement of the class's own, two fault proxies, one host a test."""
 
     @classmethod
     def setUpClass(cls):
@@ -183,6 +184,9 @@ class TestConcurrentReshapes(base.BaseTestCase):
                                  []).append(rp['name'].split('_')[1])
         return {k: sorted(v) for k, v in found.items()}
 
+
+class TestConcurrentReshapes(Race):
+
     def test_different_topologies(self):
         doc = faults.topology_doc([self.host])
         path_a = self.topology('a.yaml', doc)
@@ -237,6 +241,15 @@ class TestConcurrentReshapes(base.BaseTestCase):
     def test_same_topology_b_read_a_half_tree(self):
         # B read A's groups and first moves, and made the rest.
         self.same_topology_twice('held')
+
+
+class TestFlattenAll(Race):
+    """flatten --all, whose hosts are every host in Placement.
+
+    A Placement of its own: the hosts other tests left in a shared one
+    are flattened too, and the count of writes run A is held after (those
+    of one host) is never met.
+    """
 
     def test_flatten_all_reports_a_tree_changed_under_it(self):
         # flatten --all finds its hosts in Placement (not in a topology);
