@@ -177,8 +177,9 @@ class NovaConfig(commands.OwnOutput, commands.Lister):
         tree = {}
         # The literal names too: a folder where the operator's nova.conf
         # goes is refused by name, not skipped as no file.
-        for relative in present + [r for r in layouts.READS[layout] + (
-                layouts.KOLLA_GLOBALS,) if '*' not in r and r not in present]:
+        # (KOLLA_GLOBALS, beside the directory, is one of kolla's.)
+        for relative in present + [r for r in layouts.READS[layout]
+                                   if '*' not in r and r not in present]:
             path = os.path.join(out, *relative.split('/'))
             if layouts.reads(layout, relative) and os.path.lexists(path):
                 # Whole or refused by name: a setting past a cut-off, or
